@@ -1,0 +1,101 @@
+"""The tool catalog: data (a YAML file), not code, so teams add tools without a release.
+
+Chosen by `--catalog FILE`, else `$NPA_WORKFLOW_CATALOG`, else `tools.yaml` next to the spec.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.loader import load_yaml_file, load_yaml_text
+from npa_workflow.spec.paths import pydantic_problems
+
+CATALOG_API_VERSION = "npa.workflow.tools/v1"
+CATALOG_ENV = "NPA_WORKFLOW_CATALOG"
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    description: str = ""
+    argv: list[str] = Field(min_length=1)
+    image: str = ""
+    setup: str = ""
+    env: dict[str, str] = Field(default_factory=dict)
+    multi_node_mode: Literal["forbidden", "sharded"] = Field(
+        default="forbidden", validation_alias=AliasChoices("multiNodeMode", "multi_node_mode")
+    )
+    config_defaults: dict[str, Any] = Field(
+        default_factory=dict, validation_alias=AliasChoices("configDefaults", "config_defaults")
+    )
+    omit_flags_when_empty: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("omitFlagsWhenEmpty", "omit_flags_when_empty")
+    )
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tools: dict[str, Tool] = Field(default_factory=dict)
+    source: str = ""
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def close_names(self, name: str) -> list[str]:
+        return difflib.get_close_matches(name, list(self.tools), n=3, cutoff=0.8)
+
+
+EMPTY_CATALOG = Catalog()
+
+
+def parse_catalog(raw: Any, file: str = "") -> Catalog:
+    if not isinstance(raw, dict):
+        raise SpecError.single("$", "tool catalog must be a mapping", "start with 'apiVersion:'", file)
+    problems: list[Problem] = []
+    if raw.get("apiVersion") != CATALOG_API_VERSION:
+        problems.append(
+            Problem("apiVersion", f"unsupported catalog apiVersion {raw.get('apiVersion')!r}",
+                    f"use {CATALOG_API_VERSION}", file=file)
+        )
+    tools_raw = raw.get("tools", {})
+    tools: dict[str, Tool] = {}
+    if not isinstance(tools_raw, dict):
+        problems.append(Problem("tools", "must be a mapping of tool name to entry", file=file))
+    else:
+        for name, body in tools_raw.items():
+            try:
+                tools[str(name)] = Tool.model_validate(body)
+            except ValidationError as exc:
+                problems.extend(pydantic_problems(exc, f"tools.{name}", file))
+    if problems:
+        raise SpecError(problems)
+    return Catalog(tools=tools, source=file)
+
+
+def load_catalog_file(path: str | Path) -> Catalog:
+    return parse_catalog(load_yaml_file(path), str(path))
+
+
+def load_catalog_text(text: str, file: str = "") -> Catalog:
+    return parse_catalog(load_yaml_text(text, file), file)
+
+
+def find_catalog(explicit: str | Path | None, spec_path: str | Path | None) -> Path | None:
+    """The catalog file to use, by precedence; None when there is none to find."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(CATALOG_ENV)
+    if env:
+        return Path(env)
+    if spec_path:
+        beside = Path(spec_path).parent / "tools.yaml"
+        if beside.is_file():
+            return beside
+    return None

@@ -1,0 +1,168 @@
+"""Tokens: `{{scope.key}}` substitution with the `config`, `run`, `state` and `loop` scopes.
+
+Grammar (the contract): `{{` optional spaces, scope, `.`, key of letters, digits, `_`, `.`,
+`-`, optional `|transform` with no spaces around the pipe, optional spaces, `}}`.
+Substitution is single-pass. Values render as JSON scalars (`true`, `false`, `""` for null);
+lists and maps cannot be put into a command.
+
+Where we do better than the existing engine: text that *looks* like a token but has an
+unknown scope (`{{params.x}}`, `{{iteration}}`) or a malformed transform is reported instead
+of being left in the command verbatim. `find_suspicious` returns those.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from npa_workflow.spec.paths import yaml_type
+
+SCOPES = ("config", "run", "state", "loop")
+
+TOKEN_RE = re.compile(
+    r"\{\{\s*(?P<scope>config|run|state|loop)\.(?P<key>[A-Za-z0-9_.\-]+)"
+    r"(?:\|(?P<transform>[A-Za-z0-9_\-]+))?\s*\}\}"
+)
+# Anything shaped like a reference: an identifier, optional dotted key, optional transform.
+# `{{.State}}` (Go templates) or `{{ }}` are not token-shaped and are left alone.
+SHAPED_RE = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_.\-]*)?(?:\s*\|\s*[A-Za-z0-9_\-]*)?\s*\}\}")
+
+TRANSFORMS = ("base64",)
+
+
+class TokenError(ValueError):
+    """A token that cannot be resolved. `hint` says how to fix it."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+@dataclass
+class TokenContext:
+    """What tokens resolve against. `config` is the effective config (base + tool defaults + params)."""
+
+    config: Mapping[str, Any]
+    run: Mapping[str, Any]
+    state_outputs: Mapping[str, list[str]] = field(default_factory=dict)
+    loops: Mapping[str, int] = field(default_factory=dict)
+    # At validation, `state.*` tokens for states that have not run yet are tolerated.
+    tolerate_unknown_state: bool = False
+
+
+def render_scalar(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    raise TokenError(
+        f"{where} is a {yaml_type(value)}, which cannot be put into text",
+        "use a string, number or bool value",
+    )
+
+
+def _lookup(scope: str, key: str, ctx: TokenContext) -> Any | None:
+    """Returns the value, or raises TokenError. None means 'leave verbatim' (tolerated)."""
+    if scope == "config":
+        if key not in ctx.config:
+            raise TokenError(f"unknown config token: config.{key}", f"add '{key}' to config or params")
+        return ctx.config[key]
+    if scope == "run":
+        if key not in ctx.run:
+            known = ", ".join(sorted(ctx.run))
+            raise TokenError(f"unknown run token: run.{key}", f"known run keys: {known}")
+        return ctx.run[key]
+    if scope == "loop":
+        if key not in ctx.loops:
+            raise TokenError(
+                f"unknown loop token: loop.{key}",
+                "name a state that has a loop, and use the token inside or after that loop",
+            )
+        return ctx.loops[key]
+    # state.NAME.K — split at the first dot
+    name, _, out = key.partition(".")
+    uris = ctx.state_outputs.get(name)
+    if uris is None:
+        if ctx.tolerate_unknown_state:
+            return None
+        raise TokenError(
+            f"unknown state token: state.{key}",
+            f"state '{name}' has not produced outputs before this step",
+        )
+    if out == "uri":
+        index = 0
+    elif out.startswith("output_") and out[7:].isdigit() and int(out[7:]) >= 1:
+        index = int(out[7:]) - 1
+    else:
+        raise TokenError(f"unknown state token: state.{key}", "use state.NAME.uri or state.NAME.output_N")
+    if index >= len(uris):
+        if ctx.tolerate_unknown_state:
+            return None
+        raise TokenError(
+            f"unknown state token: state.{key}", f"state '{name}' declares {len(uris)} output(s)"
+        )
+    return uris[index]
+
+
+def resolve_text(text: str, ctx: TokenContext) -> str:
+    """Substitute every token in `text` (single pass). Raises TokenError on the first failure."""
+
+    def replace(match: re.Match[str]) -> str:
+        scope, key, transform = match.group("scope"), match.group("key"), match.group("transform")
+        if transform is not None and transform not in TRANSFORMS:
+            raise TokenError(f"unsupported token transform '{transform}'", "the only transform is |base64")
+        value = _lookup(scope, key, ctx)
+        if value is None and scope == "state":
+            return match.group(0)
+        rendered = render_scalar(value, f"{scope}.{key}")
+        if transform == "base64":
+            rendered = base64.b64encode(rendered.encode("utf-8")).decode("ascii")
+        return rendered
+
+    return TOKEN_RE.sub(replace, text)
+
+
+def resolve_deep(value: Any, ctx: TokenContext) -> Any:
+    """Resolve every string inside nested lists and maps (resource profiles)."""
+    if isinstance(value, str):
+        return resolve_text(value, ctx)
+    if isinstance(value, list):
+        return [resolve_deep(v, ctx) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_deep(v, ctx) for k, v in value.items()}
+    return value
+
+
+def references(text: str) -> list[tuple[str, str]]:
+    """(scope, key) of every well-formed token in text."""
+    return [(m.group("scope"), m.group("key")) for m in TOKEN_RE.finditer(text)]
+
+
+def find_suspicious(text: str) -> list[tuple[str, str]]:
+    """Token-shaped text that is not a valid token: (text, hint) pairs."""
+    found = []
+    for m in SHAPED_RE.finditer(text):
+        if TOKEN_RE.fullmatch(m.group(0)):
+            continue
+        raw = m.group(0)
+        inner = raw[2:-2].strip()
+        head = inner.split(".", 1)[0].split("|", 1)[0].strip()
+        if "|" in inner and head in SCOPES:
+            hint = "write the transform without spaces around '|', e.g. {{config.x|base64}}"
+        elif head == "params":
+            hint = "params are read as {{config.KEY}}"
+        elif head in ("iteration", "loop"):
+            hint = "use {{loop.STATE}} with the name of the looped state"
+        elif head in SCOPES:
+            hint = f"write {{{{{head}.KEY}}}}"
+        else:
+            hint = "scopes are config, run, state and loop"
+        found.append((raw, hint))
+    return found

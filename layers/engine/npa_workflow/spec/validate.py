@@ -1,0 +1,698 @@
+"""Validation of a spec document: every rule of the language reference, all problems at once.
+
+`validate_document(raw, file=..., catalog=..., overrides=...)` returns a `LoadedSpec` or
+raises `SpecError` with every error; warnings (unknown keys, a run that can end on a
+non-terminal state) ride along and become errors under `strict=True`. `raw` is what
+`loader.load_yaml_*` returns (mapping keys are strings).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
+from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
+from npa_workflow.spec.graph import find_cycle
+from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
+from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
+from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
+from npa_workflow.spec.tokens import TOKEN_RE, TokenContext, TokenError, find_suspicious, resolve_deep, resolve_text
+
+MAX_CONCURRENCY_LIMIT = 64
+MAX_NUM_NODES = 32
+TOP_LEVEL_KEYS = known_keys(Spec)
+METADATA_KEYS = known_keys(Metadata)
+STATE_KEYS = known_keys(State)
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A valid spec with what it was validated against."""
+
+    spec: Spec
+    catalog: Catalog
+    file: str = ""
+    warnings: list[Problem] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _did_you_mean(key: str, known: Collection[str]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def _name_hint(name: Any, names: Collection[str]) -> str:
+    return _did_you_mean(str(name), names) or "name one of: " + ", ".join(list(names)[:8])
+
+
+class _Collector:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.items: list[Problem] = []
+        self._seen: set[Problem] = set()
+
+    def add(self, problem: Problem) -> None:
+        problem = Problem(problem.path, problem.message, problem.hint, problem.severity, problem.file or self.file)
+        if problem not in self._seen:  # one token used twice in a tool's argv is one problem
+            self._seen.add(problem)
+            self.items.append(problem)
+
+    def error(self, path: str, message: str, hint: str = "") -> None:
+        self.add(Problem(path, message, hint, "error"))
+
+    def warn(self, path: str, message: str, hint: str = "") -> None:
+        self.add(Problem(path, message, hint, "warning"))
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.items if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.items if p.severity == "warning"]
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
+    """`--var KEY=VALUE`: replace/add top-level config keys (as strings) before validation."""
+    if not overrides:
+        return raw
+    out = copy.deepcopy(raw)
+    config = out.get("config")
+    if config is None:
+        config = out["config"] = {}
+    if isinstance(config, dict):
+        config.update({str(k): str(v) for k, v in overrides.items()})
+    return out
+
+
+def validate_document(
+    raw: Any,
+    *,
+    file: str = "",
+    catalog: Catalog = EMPTY_CATALOG,
+    overrides: Mapping[str, str] | None = None,
+    strict: bool = False,
+) -> LoadedSpec:
+    if not isinstance(raw, dict):
+        raise SpecError.single("$", f"spec must be a mapping, got {yaml_type(raw)}", "start with 'apiVersion:'", file)
+    c = _Collector(file)
+    raw = apply_overrides(raw, overrides or {})
+    _check_top_level(raw, c)
+    metadata = _parse_metadata(raw, c)
+    config = _mapping(raw, "config", c)
+    run_block = _mapping(raw, "run", c)
+    profiles = _parse_profiles(raw, c)
+    names, states = _parse_states(raw, c)
+    initial = raw.get("initial")
+    if names:
+        if initial is None:
+            initial = next(iter(names))
+        elif initial not in names:
+            c.error("initial", f"initial state {initial!r} is not defined", _name_hint(initial, names))
+            initial = None
+
+    # Tool config defaults fill keys that config does not set (a global effect, as in the contract).
+    merged_config = dict(config)
+    for state in states.values():
+        tool = catalog.get(state.tool_ref) if state.tool_ref else None
+        for key, value in (tool.config_defaults if tool else {}).items():
+            merged_config.setdefault(key, value)
+    workflow = metadata.name if metadata else "unnamed"
+    run_ctx, config_problems = resolve_config(merged_config, workflow, VALIDATE_RUN_ID, run_block)
+    for problem in config_problems:
+        c.add(problem)
+
+    _check_profiles(profiles, run_ctx, c)
+    if names:
+        _check_states(states, names, profiles, catalog, run_ctx, c)
+        _check_graph(states, c)
+        if len(states) == len(names):  # a state that failed to parse may be the terminal one
+            _check_endings(states, initial, c)
+
+    if strict:
+        c.items = [Problem(p.path, p.message, p.hint, "error", p.file) for p in c.items]
+    if c.errors:
+        raise SpecError(c.errors, c.warnings)
+    spec = Spec(
+        api_version=raw["apiVersion"],
+        kind=raw["kind"],
+        metadata=metadata,
+        config=merged_config,
+        run=run_block,
+        resources=profiles,
+        initial=initial,
+        states=states,
+    )
+    return LoadedSpec(spec=spec, catalog=catalog, file=file, warnings=c.warnings, raw=raw)
+
+
+# --- document shape ------------------------------------------------------------------------
+
+
+def _mapping(raw: dict[str, Any], key: str, c: _Collector) -> dict[str, Any]:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        c.error(key, f"{key} must be a mapping, got {yaml_type(value)}")
+        return {}
+    return value
+
+
+def _check_top_level(raw: dict[str, Any], c: _Collector) -> None:
+    api = raw.get("apiVersion")
+    if api is None:
+        c.error("apiVersion", "missing required field 'apiVersion'", f"add 'apiVersion: {API_VERSIONS[0]}'")
+    elif api not in API_VERSIONS:
+        c.error("apiVersion", f"unsupported apiVersion {api!r}", "use " + " or ".join(API_VERSIONS))
+    kind = raw.get("kind")
+    if kind is None:
+        c.error("kind", "missing required field 'kind'", "add 'kind: Workflow'")
+    elif kind != "Workflow":
+        c.error("kind", f"kind must be 'Workflow', got {kind!r}", "set 'kind: Workflow'")
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            c.warn(key, f"unknown top-level key '{key}' is ignored", _did_you_mean(key, TOP_LEVEL_KEYS))
+
+
+def _parse_metadata(raw: dict[str, Any], c: _Collector) -> Metadata | None:
+    body = raw.get("metadata")
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        c.error("metadata", f"metadata must be a mapping, got {yaml_type(body)}",
+                "write 'metadata: {name: my-workflow}'")
+        return None
+    unknown = [k for k in body if k not in METADATA_KEYS]
+    if unknown:
+        c.error("metadata", "unknown field(s): " + ", ".join(unknown),
+                _did_you_mean(unknown[0], METADATA_KEYS) or "allowed: name, description, namespace, labels, "
+                "executionMode")
+    fields = {k: v for k, v in body.items() if k not in unknown}
+    for key in ("executionMode", "execution_mode"):
+        if key in fields and fields[key] != "runtime":
+            c.error(join("metadata", key), f"executionMode must be 'runtime' or absent, got {fields.pop(key)!r}",
+                    "remove it, or set 'runtime' to allow only real decisions")
+    try:
+        return Metadata.model_validate(fields)
+    except ValidationError as exc:
+        for problem in pydantic_problems(exc, "metadata"):
+            c.add(problem)
+        return None
+
+
+def _parse_profiles(raw: dict[str, Any], c: _Collector) -> dict[str, dict[str, Any]]:
+    profiles = {}
+    for name, body in _mapping(raw, "resources", c).items():
+        if isinstance(body, dict):
+            profiles[name] = body
+        else:
+            c.error(join("resources", name), f"resource profile '{name}' must be a mapping, got {yaml_type(body)}",
+                    "write 'NAME: {cpus: 4, memory: 16Gi}'")
+    return profiles
+
+
+def _parse_states(raw: dict[str, Any], c: _Collector) -> tuple[list[str], dict[str, State]]:
+    """Declared state names (for reference checks) and the states that parsed."""
+    if "states" not in raw:
+        c.error("states", "missing required field 'states'", "add a mapping of state name to state")
+        return [], {}
+    body = raw["states"]
+    if isinstance(body, list):
+        c.error("states", "expected object, got list", "write states as a mapping: 'states: {name: {...}}'")
+        return [], {}
+    if not isinstance(body, dict) or not body:
+        c.error("states", "states must be a non-empty mapping of state name to state")
+        return [], {}
+    states: dict[str, State] = {}
+    for name, state_raw in body.items():
+        path = join("states", name)
+        if not isinstance(state_raw, dict):
+            c.error(path, f"state '{name}' must be a mapping, got {yaml_type(state_raw)}")
+            continue
+        for key in state_raw:
+            if key not in STATE_KEYS:
+                c.warn(join(path, key), f"unknown state key '{key}' in state '{name}' is ignored",
+                       _did_you_mean(key, STATE_KEYS))
+        fields = {k: v for k, v in state_raw.items() if v is not None and k in STATE_KEYS}  # null = not set
+        _precheck_state(fields, path, c)
+        try:
+            state = State.model_validate(fields)
+        except ValidationError as exc:
+            for problem in pydantic_problems(exc, path):
+                c.add(problem)
+            continue
+        for sub_path, label, model in _parts(state):
+            for key in model.model_extra or {}:
+                c.warn(join(path, sub_path, key), f"unknown {label} key '{key}' is ignored",
+                       _did_you_mean(key, known_keys(type(model))))
+        states[name] = state
+    return list(body), states
+
+
+def _parts(st: State) -> Iterator[tuple[str, str, Any]]:
+    for key in ("run", "loop", "trigger"):
+        if getattr(st, key) is not None:
+            yield key, key, getattr(st, key)
+    for i, t in enumerate(st.transitions):
+        yield join("transitions", i), "transition", t
+    for key in ("inputs", "outputs"):
+        for i, artifact in enumerate(getattr(st, key)):
+            yield join(key, i), key[:-1], artifact
+
+
+def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
+    """Checks whose messages are clearer than pydantic's. Offending values are dropped."""
+    for key in ("run", "trigger", "loop"):
+        if key in fields and not isinstance(fields[key], dict):
+            c.error(join(path, key), f"{key} must be a mapping, got {yaml_type(fields.pop(key))}",
+                    {"run": "write 'run: {shell: \"...\"}' or 'run: {argv: [...]}'",
+                     "trigger": "write 'trigger: {uri: s3://bucket/prefix/}'",
+                     "loop": "write 'loop: {max: 3}'"}[key])
+    if "parallel" in fields:
+        members = fields["parallel"]
+        if not isinstance(members, list):
+            c.error(join(path, "parallel"), f"parallel must be a list of state names, got {yaml_type(members)}",
+                    "write 'parallel: [a, b]'")
+            members = []
+        for i, member in enumerate(members):
+            if not isinstance(member, str):
+                c.error(join(path, "parallel", i), f"parallel members must be state names, got {member!r}")
+        fields["parallel"] = [m for m in members if isinstance(m, str)]
+    if "params" in fields:
+        params = fields["params"]
+        if not isinstance(params, dict):
+            c.error(join(path, "params"), f"params must be a mapping, got {yaml_type(params)}")
+            params = {}
+        for key, value in params.items():
+            if value is None or not isinstance(value, str | int | float | bool):
+                c.error(join(path, "params", key), f"params.{key} must be a string, number or bool, got "
+                        f"{yaml_type(value)}", "quote the value, or pass structured data through a file")
+        # A bad value becomes "" so that later checks do not also report the key as missing.
+        fields["params"] = {k: v if isinstance(v, str | int | float | bool) else "" for k, v in params.items()}
+    if "transitions" in fields:
+        items = fields["transitions"]
+        if not isinstance(items, list):
+            c.error(join(path, "transitions"), f"transitions must be a list, got {yaml_type(items)}",
+                    "write '- {when: promote_checkpoint, goto: STATE}'")
+            items = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not item.get("goto"):
+                c.error(join(path, "transitions", i), "transition needs goto",
+                        "write '- {when: promote_checkpoint, goto: STATE}'")
+        fields["transitions"] = [t for t in items if isinstance(t, dict) and t.get("goto")]
+    for key in ("inputs", "outputs"):
+        if key not in fields:
+            continue
+        items = fields[key]
+        if not isinstance(items, list):
+            c.error(join(path, key), f"{key} must be a list of {{uri, schema}}, got {yaml_type(items)}")
+            items = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not str(item.get("uri") or "").strip():
+                c.warn(join(path, key, i), f"{key} item without a uri is ignored", "give it 'uri: s3://...'")
+        fields[key] = [a for a in items if isinstance(a, dict) and str(a.get("uri") or "").strip()]
+
+
+# --- per-state rules ------------------------------------------------------------------------
+
+
+def _check_states(
+    states: dict[str, State],
+    names: list[str],
+    profiles: dict[str, dict[str, Any]],
+    catalog: Catalog,
+    run_ctx: RunContext,
+    c: _Collector,
+) -> None:
+    group_of: dict[str, str] = {}
+    for name, st in states.items():
+        for member in st.parallel:
+            group_of.setdefault(member, name)
+    loops = {name: 1 for name, st in states.items() if st.loop is not None}
+    for name, st in states.items():
+        p = join("states", name)
+        if not (st.run is not None or st.tool_ref or st.sequence or st.parallel or st.transitions
+                or st.next or st.terminal):
+            c.error(p, "must set run, toolRef, sequence, parallel, transitions, next, or terminal",
+                    "give the state a command (run/toolRef) or an edge (next/terminal)")
+        if st.run is not None and not st.has_command and not st.sequence:
+            c.error(join(p, "run"), "empty run block", "set run.shell or run.argv")
+        if st.tool_ref and catalog.get(st.tool_ref) is None:
+            c.error(join(p, "toolRef"), f"unknown toolRef '{st.tool_ref}'", _tool_hint(st.tool_ref, catalog))
+        _check_references(name, st, names, run_ctx, c)
+        if st.parallel:
+            _check_group(name, st, states, names, run_ctx, c)
+        else:
+            for key, value in (("parallelCount", st.parallel_count), ("maxConcurrency", st.max_concurrency)):
+                if value is not None:
+                    c.error(join(p, key), f"{key} requires a parallel group", f"remove {key} or add 'parallel:'")
+        if st.loop is not None:
+            _check_loop(name, st, group_of, run_ctx, c)
+        if st.run is not None or st.tool_ref:
+            _check_executable(name, st, profiles, catalog, run_ctx, c)
+        if st.writes_decision and not st.decision_output and "decision_uri" not in run_ctx.config \
+                and "decision_uri" not in st.params:
+            c.warn(join(p, "writesDecision"), "no decision location: the decision cannot be read",
+                   "add an output with 'schema: decision' or set config.decision_uri")
+        _check_tokens(name, st, states, names, catalog, run_ctx, loops, c)
+
+
+def _tool_hint(tool_ref: str, catalog: Catalog) -> str:
+    close = catalog.close_names(tool_ref)
+    if close:
+        return "did you mean " + " or ".join(f"'{n}'" for n in close) + "?"
+    if catalog.tools:
+        return "known: " + ", ".join(sorted(catalog.tools)[:10])
+    return "no tool catalog was loaded: pass --catalog FILE or put tools.yaml next to the spec"
+
+
+def _check_references(name: str, st: State, names: list[str], run_ctx: RunContext, c: _Collector) -> None:
+    p = join("states", name)
+    for key, label in (("sequence", "sequence"), ("needs", "needs")):
+        for i, ref in enumerate(getattr(st, key)):
+            if ref not in names:
+                c.error(join(p, key, i), f"unknown {label} '{ref}'", _name_hint(ref, names))
+    if st.next and st.next not in names:
+        c.error(join(p, "next"), f"next state '{st.next}' is not defined", _name_hint(st.next, names))
+    for i, t in enumerate(st.transitions):
+        tp = join(p, "transitions", i)
+        if t.goto not in names:
+            c.error(join(tp, "goto"), f"goto state '{t.goto}' is not defined", _name_hint(t.goto, names))
+        if t.when is not None and t.when not in PREDICATES:
+            c.error(join(tp, "when"), f"unknown transition.when '{t.when}'", "use " + " or ".join(PREDICATES))
+        if t.if_ is not None:
+            _check_if(t.if_, run_ctx.config, join(tp, "if"), c)
+
+
+def _check_if(expr: str, config: Mapping[str, Any], path: str, c: _Collector) -> None:
+    """`if: config.KEY` reads a YAML boolean: true/yes/on/1 or false/no/off/0/"" (not Python truthiness)."""
+    text = expr.strip()
+    key = text[len("config."):] if text.startswith("config.") else ""
+    if not key:
+        c.error(path, f"if must be 'config.KEY', got {expr!r}", "write 'if: config.enable_x'")
+    elif key not in config:
+        c.error(path, f"if names config.{key}, which is not in config", f"add '{key}' to config")
+    elif yaml_bool(config[key]) is None:
+        c.error(path, f"config.{key} is {config[key]!r}, which is not a boolean",
+                "use true/false, yes/no, on/off or 1/0")
+
+
+def _check_group(
+    name: str, st: State, states: dict[str, State], names: list[str], run_ctx: RunContext, c: _Collector
+) -> None:
+    p = join("states", name)
+    seen: set[str] = set()
+    for i, m in enumerate(st.parallel):
+        mp = join(p, "parallel", i)
+        if m in seen:
+            c.error(mp, f"duplicate parallel member '{m}'", "list each member once")
+            continue
+        seen.add(m)
+        if m == name:
+            c.error(mp, "a parallel group cannot contain itself")
+            continue
+        if m not in names:
+            c.error(mp, f"unknown parallel member '{m}'", _name_hint(m, names))
+            continue
+        member = states.get(m)
+        if member is None:
+            continue  # reported where it is declared
+        if member.sequence or member.parallel:
+            c.error(mp, f"parallel member '{m}' must be a leaf state (no sequence or parallel)",
+                    "make the member a single command; run multi-step work after the group")
+        if member.terminal:
+            c.error(mp, f"parallel member '{m}' must not be terminal", "put terminal on a state after the group")
+        if member.next or member.transitions:
+            c.error(mp, f"parallel member '{m}' must not declare next or transitions",
+                    f"the group owns the edge: set next on '{name}'")
+    for key, present in (("sequence", st.sequence), ("run", st.run is not None), ("toolRef", st.tool_ref)):
+        if present:
+            c.error(join(p, key), f"a parallel group may not have {key}", "move the work into a member state")
+    if st.parallel_count is not None:
+        try:
+            n = resolve_bounded(st.parallel_count, run_ctx.config, "parallelCount", len(st.parallel), 1)
+            if n != len(st.parallel):
+                c.error(join(p, "parallelCount"),
+                        f"parallelCount resolves to {n}, but the group declares {len(st.parallel)} members",
+                        "make the count and the member list agree")
+        except IntFieldError as exc:
+            c.error(join(p, "parallelCount"), exc.message, exc.hint)
+    if st.max_concurrency is not None:
+        try:
+            resolve_bounded(st.max_concurrency, run_ctx.config, "maxConcurrency", len(st.parallel), 1,
+                            MAX_CONCURRENCY_LIMIT)
+        except IntFieldError as exc:
+            c.error(join(p, "maxConcurrency"), exc.message, exc.hint)
+
+
+def _check_loop(name: str, st: State, group_of: Mapping[str, str], run_ctx: RunContext, c: _Collector) -> None:
+    assert st.loop is not None
+    lp = join("states", name, "loop")
+    if st.parallel:
+        c.error(lp, "loop is not allowed on a parallel group", "wrap the group in a looped sequence")
+    if name in group_of:
+        c.error(lp, f"loop is not allowed on a parallel member (of '{group_of[name]}')",
+                "loop the whole group from a sequence instead")
+    try:
+        resolve_bounded(st.loop.max, run_ctx.config, "loop.max", 1, 1)
+    except IntFieldError as exc:
+        c.error(join(lp, "max"), exc.message, exc.hint)
+    if st.loop.until is not None and st.loop.until not in PREDICATES:
+        c.error(join(lp, "until"), f"unknown loop.until '{st.loop.until}'", "use " + " or ".join(PREDICATES))
+
+
+def _check_executable(
+    name: str, st: State, profiles: dict[str, dict[str, Any]], catalog: Catalog, run_ctx: RunContext, c: _Collector
+) -> None:
+    """Rules for states with run or toolRef: resource profile and multi-node mode."""
+    p = join("states", name)
+    if st.resources != "default" and st.resources not in profiles:
+        c.error(join(p, "resources"), f"unknown resource profile '{st.resources}'",
+                _did_you_mean(st.resources, profiles) or "define it under top-level 'resources'")
+    if st.multi_node_mode not in ("forbidden", "sharded"):
+        c.error(join(p, "multiNodeMode"), f"multiNodeMode must be 'forbidden' or 'sharded', got {st.multi_node_mode!r}")
+    profile = profiles.get(st.resources) or profiles.get("default") or {}
+    try:
+        nodes = _num_nodes(profile.get("num_nodes", 1), run_ctx)
+    except (IntFieldError, TokenError):
+        return  # reported by the profile check
+    tool = catalog.get(st.tool_ref) if st.tool_ref else None
+    mode = tool.multi_node_mode if tool else st.multi_node_mode
+    if nodes > 1 and mode != "sharded":
+        c.error(join(p, "resources"),
+                f"profile '{st.resources}' asks for {nodes} nodes but the command is not rank-aware",
+                "set multiNodeMode: sharded on the state (or the tool) if every node runs its shard")
+
+
+# --- tokens ---------------------------------------------------------------------------------
+
+
+def _check_text(
+    text: str, path: str, ctx: TokenContext, c: _Collector, forbidden: Mapping[str, str] | None = None,
+    prefix: str = "",
+) -> bool:
+    """Report token-shaped text that is not a token, tokens of a `forbidden` scope (scope -> where)
+    and every token that does not resolve. Returns True when the text is clean."""
+    clean = True
+    for raw, hint in find_suspicious(text):
+        c.error(path, f"unrecognised token {raw}", hint)
+        clean = False
+    for match in TOKEN_RE.finditer(text):
+        scope, key = match.group("scope"), match.group("key")
+        if forbidden and scope in forbidden:
+            c.error(path, f"{scope}.* tokens are not allowed in {forbidden[scope]} ({scope}.{key})",
+                    "use config, run" + ("" if "loop" in forbidden else " or loop") + " tokens here")
+            clean = False
+            continue
+        try:
+            resolve_text(match.group(0), ctx)
+        except TokenError as exc:
+            c.error(path, prefix + exc.message, exc.hint)
+            clean = False
+    return clean
+
+
+def _check_state_refs(text: str, path: str, states: dict[str, State], names: list[str], c: _Collector) -> None:
+    """`{{state.NAME.uri}}` / `output_N` must name a declared state and one of its outputs."""
+    for match in TOKEN_RE.finditer(text):
+        if match.group("scope") != "state":
+            continue
+        ref = match.group("key")
+        target, _, out = ref.partition(".")
+        if target not in names:
+            c.error(path, f"unknown state token: state.{ref} (no state named '{target}')", _name_hint(target, names))
+        elif not (out == "uri" or (out.startswith("output_") and out[7:].isdigit() and int(out[7:]) >= 1)):
+            c.error(path, f"unknown state token: state.{ref}", "use state.NAME.uri or state.NAME.output_N")
+        elif target in states and (0 if out == "uri" else int(out[7:]) - 1) >= len(states[target].outputs):
+            c.error(path, f"unknown state token: state.{ref}",
+                    f"state '{target}' declares {len(states[target].outputs)} output(s)")
+
+
+def _check_tokens(
+    name: str, st: State, states: dict[str, State], names: list[str], catalog: Catalog, run_ctx: RunContext,
+    loops: dict[str, int], c: _Collector,
+) -> None:
+    p = join("states", name)
+    # params: against the base config (not each other), run and loops; never state outputs.
+    base = TokenContext(config=run_ctx.config, run=run_ctx.run, loops=loops)
+    eff = dict(run_ctx.config)
+    for key, value in st.params.items():
+        clean = not isinstance(value, str) or _check_text(value, join(p, "params", key), base, c, {"state": "params"})
+        eff[key] = resolve_text(value, base) if clean and isinstance(value, str) else value
+    texts: list[tuple[str, str, str]] = []  # (path, text, message prefix)
+    tool = catalog.get(st.tool_ref) if st.tool_ref else None
+    if tool is not None:
+        texts += [(join(p, "toolRef"), t, f"tool '{st.tool_ref}': ") for t in tool.argv]
+    elif st.run is not None and not st.tool_ref:
+        if st.run.argv:
+            texts += [(join(p, "run", "argv", i), t, "") for i, t in enumerate(st.run.argv)]
+        else:
+            texts.append((join(p, "run", "shell"), st.run.shell, ""))
+    for key in ("inputs", "outputs"):
+        texts += [(join(p, key, i, "uri"), a.uri, "") for i, a in enumerate(getattr(st, key))]
+    ctx = TokenContext(config=eff, run=run_ctx.run, loops=loops, tolerate_unknown_state=True)
+    for path, text, prefix in texts:
+        _check_state_refs(text, path, states, names, c)
+        _check_text(text, path, ctx, c, prefix=prefix)
+    if st.trigger is not None:
+        _check_trigger(name, st, TokenContext(config=eff, run=run_ctx.run, loops=loops), run_ctx, c)
+
+
+def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
+    assert st.trigger is not None
+    tp = join("states", name, "trigger")
+    if not (st.run is not None or st.tool_ref):
+        c.error(tp, "trigger requires run or toolRef on the same state", "give the state the work to do")
+    for attr, key, default, low in (
+        ("poll_seconds", "pollSeconds", 30, 1),
+        ("max_polls", "maxPolls", 0, 0),
+        ("min_objects", "minObjects", 1, 1),
+    ):
+        try:
+            resolve_bounded(getattr(st.trigger, attr), run_ctx.config, key, default, low)
+        except IntFieldError as exc:
+            c.error(join(tp, key), exc.message, exc.hint)
+    uri = st.trigger.uri
+    if not uri.strip():
+        c.error(join(tp, "uri"), "trigger.uri is required", "set the S3 prefix to watch, e.g. s3://bucket/landing/")
+    elif _check_text(uri, join(tp, "uri"), ctx, c, {"state": "trigger.uri"}):
+        resolved = resolve_text(uri, ctx)
+        if not resolved.startswith("s3://") or len(resolved) <= len("s3://"):
+            c.error(join(tp, "uri"), f"trigger.uri must be an s3:// prefix, got {resolved!r}")
+
+
+# --- resource profiles ----------------------------------------------------------------------
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, join(path, i))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, join(path, key))
+
+
+def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, c: _Collector) -> None:
+    """Every profile, used or not: tokens (config and run only), accelerators, num_nodes."""
+    ctx = TokenContext(config=run_ctx.config, run=run_ctx.run)
+    forbidden = {"state": "resource profiles", "loop": "resource profiles"}
+    for pname, body in profiles.items():
+        pp = join("resources", pname)
+        clean = [_check_text(text, path, ctx, c, forbidden) for path, text in _strings(body, pp)]
+        if not all(clean):
+            continue
+        if "accelerators" in body:
+            _check_accelerators(body["accelerators"], resolve_deep(body["accelerators"], ctx),
+                                join(pp, "accelerators"), c)
+        if "num_nodes" in body:
+            try:
+                _num_nodes(body["num_nodes"], run_ctx)
+            except IntFieldError as exc:
+                c.error(join(pp, "num_nodes"), exc.message, exc.hint)
+
+
+def _num_nodes(value: Any, run_ctx: RunContext) -> int:
+    hint = f"set num_nodes to 1..{MAX_NUM_NODES}"
+    if isinstance(value, bool):
+        raise IntFieldError("num_nodes must be an integer, not a bool", hint)
+    text = resolve_text(value, TokenContext(config=run_ctx.config, run=run_ctx.run)) if isinstance(value, str) \
+        else value
+    try:
+        nodes = int(str(text).strip())
+    except ValueError:
+        raise IntFieldError(f"num_nodes must be an integer, got {text!r}", hint) from None
+    if nodes < 1:
+        raise IntFieldError(f"num_nodes must be >= 1, got {nodes}", hint)
+    if nodes > MAX_NUM_NODES:
+        raise IntFieldError(f"num_nodes must be <= {MAX_NUM_NODES}, got {nodes}", hint)
+    return nodes
+
+
+def _check_accelerators(raw: Any, resolved: Any, path: str, c: _Collector) -> None:
+    if isinstance(resolved, dict):
+        for acc, count in resolved.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                c.error(join(path, acc), f"accelerator count must be an integer >= 1, got {count!r}",
+                        "write '{TYPE: COUNT}', e.g. {H100: 1}")
+    elif not isinstance(resolved, str):
+        c.error(path, f"accelerators must be 'TYPE:COUNT' or a mapping, got {yaml_type(resolved)}",
+                "write 'TYPE:COUNT', e.g. H100:1")
+    elif ":" in resolved:
+        count = resolved.rsplit(":", 1)[1].strip()
+        if not (count.isascii() and count.isdigit()) or int(count) < 1:
+            c.error(path, f"accelerator count must be a positive integer, got {resolved!r}",
+                    "write 'TYPE:COUNT', e.g. H100:1")
+    elif isinstance(raw, str) and "{{" in raw:
+        c.error(path, f"accelerators must use '<type>:<positive-count>', got {resolved!r}",
+                "add the count, e.g. '{{config.gpu}}:1'")
+
+
+# --- whole-workflow rules -------------------------------------------------------------------
+
+
+def _check_graph(states: dict[str, State], c: _Collector) -> None:
+    needs = {n: [x for x in s.needs if x in states] for n, s in states.items()}
+    cycle = find_cycle(needs)
+    if cycle:
+        c.error(join("states", cycle[0], "needs"), "cycle detected in needs among states: " + " -> ".join(cycle),
+                "needs is an ordering hint; remove one edge")
+    edges = {
+        n: ([s.next] if s.next in states else []) + [t.goto for t in s.transitions if t.goto in states]
+        for n, s in states.items()
+    }
+    cycle = find_cycle(edges)
+    if cycle:
+        c.error(join("states", cycle[0]), "unbounded control-flow cycle detected: " + " -> ".join(cycle),
+                "repeat work with 'loop: {max: N}' on a sequence instead of an edge back")
+    cycle = find_cycle({n: [x for x in s.sequence if x in states] for n, s in states.items()})
+    if cycle:
+        c.error(join("states", cycle[0], "sequence"), "a sequence contains itself: " + " -> ".join(cycle),
+                "a state cannot be inside its own body")
+
+
+def _check_endings(states: dict[str, State], initial: str | None, c: _Collector) -> None:
+    if not any(s.terminal for s in states.values()):
+        c.error("states", "workflow must declare at least one terminal: true state",
+                "mark the last state with 'terminal: true'")
+        return
+    # States the walk can stand on at top level: initial and every next/goto target.
+    top = {initial} | {s.next for s in states.values() if s.next} | {
+        t.goto for s in states.values() for t in s.transitions
+    }
+    for name in sorted(n for n in top if n in states):
+        st = states[name]
+        if st.terminal or st.next or any(t.when is None and t.if_ is None for t in st.transitions):
+            continue
+        c.warn(join("states", name), f"the run can end at '{name}', which is not terminal",
+               "add 'next', an unconditional transition, or 'terminal: true'")
