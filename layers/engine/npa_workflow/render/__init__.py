@@ -1,0 +1,25 @@
+"""Rendering plan steps into scheduler documents: portable tasks and SkyPilot YAML (pure, no I/O)."""
+
+from npa_workflow.render.names import RenderError, job_name, wave_key
+from npa_workflow.render.skypilot import (
+    SECRET_PLACEHOLDER,
+    render_batch,
+    render_pipeline,
+    render_wave,
+    skypilot_task,
+    with_secret_values,
+)
+from npa_workflow.render.task import portable_task
+
+__all__ = [
+    "SECRET_PLACEHOLDER",
+    "RenderError",
+    "job_name",
+    "portable_task",
+    "render_batch",
+    "render_pipeline",
+    "render_wave",
+    "skypilot_task",
+    "wave_key",
+    "with_secret_values",
+]

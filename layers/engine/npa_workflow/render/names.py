@@ -1,0 +1,56 @@
+"""Names and keys shared by the renderers (language reference §7), and the one render error.
+
+Pure string functions: a job name is what the scheduler shows and what a retry or resume
+looks up; a wave key is the resume identity of one wave (or one batch of a group).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from npa_workflow.plan.model import PlanStep
+
+JOB_NAME_MAX = 60
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class RenderError(ValueError):
+    """A plan step (or batch of steps) cannot be rendered into a scheduler document."""
+
+
+def safe_name(text: str) -> str:
+    """Every character outside `[A-Za-z0-9_-]` becomes `-` (case kept). Deterministic, not injective."""
+    return _UNSAFE.sub("-", text)
+
+
+def is_safe_name(text: str) -> bool:
+    return bool(_SAFE_NAME.match(text))
+
+
+def is_env_name(text: str) -> bool:
+    return bool(_ENV_NAME.match(text))
+
+
+def job_name(run_id: str, counter: int, label: str, iteration: int | None, attempt: int) -> str:
+    """`<run_id>-<NN>-<label>[-<iteration>]`, lower-cased, unsafe chars → `-`, trimmed, ≤60 chars.
+
+    Attempts after the first append `-a<attempt>`; truncation cuts the base, never the suffix.
+    """
+    base = f"{run_id}-{counter:02d}-{label}"
+    if iteration is not None:
+        base += f"-{iteration}"
+    base = safe_name(base.lower()).strip("-")
+    suffix = f"-a{attempt}" if attempt > 1 else ""
+    base = base[: JOB_NAME_MAX - len(suffix)].rstrip("-")
+    return f"{base}{suffix}"
+
+
+def wave_key(counter: int, group: str, steps: Sequence[PlanStep]) -> str:
+    """`NNN|G|L:S:I[,L:S:I…]`; `G` is the group or the literal `serial`, `I` the iteration or `-`."""
+    members = ",".join(
+        f"{s.loop_label}:{s.state}:{'-' if s.iteration is None else s.iteration}" for s in steps
+    )
+    return f"{counter:03d}|{group or 'serial'}|{members}"
