@@ -1,0 +1,1 @@
+"""The `npa-workflow` command line (typer + rich)."""

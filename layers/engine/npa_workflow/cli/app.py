@@ -1,0 +1,195 @@
+"""`npa-workflow`: validate, plan, render and run npa.workflow/v0.0.1 specs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from npa_workflow.cli.common import (
+    AssumeOpt,
+    CatalogOpt,
+    JsonOpt,
+    MaxConcurrencyOpt,
+    RunIdOpt,
+    VarOpt,
+    check_assumption,
+    load_or_exit,
+    parse_vars,
+)
+from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
+from npa_workflow.errors import Problem, SpecError
+from npa_workflow.plan.planner import build_plan, run_context
+from npa_workflow.plan.waves import build_waves
+from npa_workflow.spec.catalog import CATALOG_API_VERSION, load_catalog_file
+from npa_workflow.spec.load import load_spec
+from npa_workflow.spec.loader import load_yaml_file
+
+app = typer.Typer(
+    name="npa-workflow",
+    help="Run npa.workflow/v0.0.1 specs as AWS Step Functions state machines — in the cloud or on one machine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def is_catalog_file(path: Path) -> bool:
+    try:
+        raw = load_yaml_file(path)
+    except SpecError:
+        return False  # reported when loaded as a spec
+    return isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION
+
+
+@app.command()
+def validate(
+    specs: Annotated[list[Path], typer.Argument(help="Spec files", show_default=False)],
+    catalog: CatalogOpt = None,
+    var: VarOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check specs against every rule of the language; report all problems at once."""
+    overrides = parse_vars(var)
+    results = []
+    failed = False
+    for path in specs:
+        try:
+            if is_catalog_file(path):  # `validate specs/*.yaml` checks the tool catalog too
+                load_catalog_file(path)
+                problems, ok = [], True
+            else:
+                loaded = load_spec(path, catalog=catalog, overrides=overrides, strict=strict)
+                problems, ok = loaded.warnings, True
+        except SpecError as exc:
+            problems, ok = exc.problems + exc.warnings, False
+        failed |= not ok
+        results.append({"file": str(path), "valid": ok, "problems": [p.to_json() for p in problems]})
+        if not as_json:
+            print_problems(problems)
+            if ok:
+                stdout.print(f"[green]✓[/green] {path}: valid")
+    if as_json:
+        print_json({"valid": not failed, "specs": results})
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def plan(
+    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
+    catalog: CatalogOpt = None,
+    var: VarOpt = None,
+    run_id: RunIdOpt = None,
+    assume_decision: AssumeOpt = None,
+    waves: Annotated[bool, typer.Option("--waves", help="Fold the plan into submit waves")] = False,
+    max_concurrency: MaxConcurrencyOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the flat plan (loops unrolled under an assumed decision), or its waves."""
+    check_assumption(assume_decision)
+    loaded = load_or_exit(spec, catalog, var)
+    try:
+        the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
+        wave_plan = (
+            build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id), max_concurrency_cap=max_concurrency)
+            if waves else None
+        )
+    except SpecError as exc:
+        print_problems(exc.problems)
+        raise typer.Exit(1) from None
+    if wave_plan is not None:
+        print_json(wave_plan.to_json()) if as_json else print_waves(wave_plan)
+    else:
+        print_json(the_plan.to_json()) if as_json else print_plan(the_plan)
+
+
+@app.command()
+def render(
+    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
+    catalog: CatalogOpt = None,
+    var: VarOpt = None,
+    run_id: RunIdOpt = None,
+    assume_decision: AssumeOpt = None,
+    max_concurrency: MaxConcurrencyOpt = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="Write one YAML file per job into DIR")] = None,
+) -> None:
+    """Print the SkyPilot YAML of every wave (a pipeline, or a JobGroup per batch of a group)."""
+    from npa_workflow.render import RenderError, render_wave
+
+    check_assumption(assume_decision)
+    loaded = load_or_exit(spec, catalog, var)
+    try:
+        the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
+        wave_plan = build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id),
+                                max_concurrency_cap=max_concurrency)
+    except SpecError as exc:
+        print_problems(exc.problems)
+        raise typer.Exit(1) from None
+    documents: list[tuple[str, str]] = []
+    counter = 1
+    for wave in wave_plan.waves:
+        if not any(step.command for step in wave.steps):
+            # A router or an empty terminal runs no job: the state machine passes through it.
+            documents.append((f"{counter:02d}-{wave.name}-no-job", f"# state '{wave.name}' has no command: no job\n"))
+            continue
+        try:
+            rendered = render_wave(wave, run_id=wave_plan.run_id, workflow=wave_plan.workflow, counter_start=counter)
+        except RenderError as exc:
+            print_problems([Problem(f"states.{wave.name}", str(exc), file=str(spec))])
+            raise typer.Exit(1) from None
+        documents.extend(rendered)
+        counter += len(rendered)
+    if out is None:
+        for name, text in documents:
+            sys.stdout.write(f"# ---- job {name}\n{text}")
+            if not text.endswith("\n"):
+                sys.stdout.write("\n")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for i, (name, text) in enumerate(documents, 1):
+        (out / f"{i:03d}-{name}.yaml").write_text(text)
+    stdout.print(f"wrote {len(documents)} file(s) to {out}")
+
+
+@app.command()
+def compile(
+    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
+    catalog: CatalogOpt = None,
+    var: VarOpt = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failed job (Wave.Failed)")] = 0,
+    max_infrastructure_recoveries: Annotated[
+        int, typer.Option("--max-infrastructure-recoveries", min=0, help="Relaunches after capacity/preemption")
+    ] = 1,
+    max_wait_seconds: Annotated[
+        int, typer.Option("--max-wait-seconds", min=0, help="Deadline of one wave (0 = none)")
+    ] = 3600,
+    max_concurrency: MaxConcurrencyOpt = 0,
+) -> None:
+    """Print the Amazon States Language definition the spec runs as."""
+    from npa_workflow.compile.asl import CompileOptions, compile_spec
+
+    loaded = load_or_exit(spec, catalog, var)
+    options = CompileOptions(
+        retries=retries,
+        max_infrastructure_recoveries=max_infrastructure_recoveries,
+        max_wait_seconds=max_wait_seconds,
+        max_concurrency_cap=max_concurrency,
+    )
+    print_json(compile_spec(loaded, options).definition)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a spec (for editors)."""
+    from npa_workflow.spec.schema import spec_json_schema
+
+    stdout.out(json.dumps(spec_json_schema(), indent=2), highlight=False)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,61 @@
+"""Options and spec loading shared by the commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from npa_workflow.cli.output import print_problems
+from npa_workflow.errors import SpecError
+from npa_workflow.spec.load import load_spec
+from npa_workflow.spec.validate import LoadedSpec
+
+CatalogOpt = Annotated[
+    Path | None,
+    typer.Option("--catalog", help="Tool catalog YAML (default: $NPA_WORKFLOW_CATALOG, else tools.yaml beside the spec)"),
+]
+VarOpt = Annotated[
+    list[str] | None,
+    typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; values are strings)"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-plan)")]
+AssumeOpt = Annotated[
+    str | None,
+    typer.Option("--assume-decision", help="Decision to assume at every decision point: promote_checkpoint | loop_back"),
+]
+MaxConcurrencyOpt = Annotated[
+    int, typer.Option("--max-concurrency", min=0, help="Cap on every group's concurrency (0 = no cap)")
+]
+
+ASSUMPTIONS = ("promote_checkpoint", "promote", "loop_back", "loop_back_to_inner_loop")
+
+
+def parse_vars(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--var")
+        out[key.strip()] = value
+    return out
+
+
+def check_assumption(value: str | None) -> str | None:
+    if value is not None and value not in ASSUMPTIONS:
+        raise typer.BadParameter(f"must be one of {', '.join(ASSUMPTIONS)}", param_hint="--assume-decision")
+    return value
+
+
+def load_or_exit(spec: Path, catalog: Path | None, variables: list[str] | None, strict: bool = False) -> LoadedSpec:
+    overrides = parse_vars(variables)
+    try:
+        loaded = load_spec(spec, catalog=catalog, overrides=overrides, strict=strict)
+    except SpecError as exc:
+        print_problems(exc.problems + exc.warnings)
+        raise typer.Exit(1) from None
+    if loaded.warnings:
+        print_problems(loaded.warnings)
+    return loaded

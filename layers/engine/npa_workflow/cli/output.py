@@ -1,0 +1,54 @@
+"""How the CLI shows problems, plans and waves."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from npa_workflow.errors import Problem
+from npa_workflow.plan.model import Plan, WavePlan
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+def print_problems(problems: list[Problem]) -> None:
+    # One plain line per problem, `<file>: <yaml.path>: <message>`, so editors and grep can use it.
+    for p in problems:
+        sys.stderr.write(p.format() + "\n")
+    sys.stderr.flush()
+
+
+def print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def _command(argv: list[str], shell: str) -> str:
+    if argv:
+        return " ".join(argv)
+    return shell.strip().replace("\n", " ⏎ ")
+
+
+def print_plan(plan: Plan) -> None:
+    table = Table(title=f"{plan.workflow} — plan (run id {plan.run_id}, assume {plan.assume_decision or '-'})")
+    for col in ("#", "state", "iter", "loop", "group", "resources", "command"):
+        table.add_column(col, overflow="fold")
+    for i, s in enumerate(plan.steps, 1):
+        table.add_row(str(i), s.state, "" if s.iteration is None else str(s.iteration), s.loop_label, s.group,
+                      s.resources, _command(s.argv, s.shell) or "(no command)")
+    stdout.print(table)
+
+
+def print_waves(waves: WavePlan) -> None:
+    table = Table(title=f"{waves.workflow} — {len(waves.waves)} waves (assume {waves.assume_decision or '-'})")
+    for col in ("wave", "kind", "name", "max", "batches", "steps"):
+        table.add_column(col, overflow="fold")
+    for w in waves.waves:
+        steps = ", ".join(s.task_name for s in w.steps)
+        table.add_row(str(w.index), w.kind, w.name, str(w.max_concurrency), str(len(w.batches)), steps)
+    stdout.print(table)
