@@ -1,0 +1,1 @@
+"""Compiling specs to Amazon States Language (JSONPath), a pure function."""

@@ -1,0 +1,431 @@
+"""Spec → Amazon States Language (JSONPath). Pure: no I/O, no AWS calls.
+
+Shape of the machine (one visible state per spec state; helpers named after their owner):
+- leaf: a `lambda:invoke.waitForTaskToken` Task to the launch function, with
+  TimeoutSeconds/HeartbeatSeconds, separate Retry budgets for `Wave.Failed` and
+  `Wave.InfrastructureFailed`, and a Catch to `<owner>.cleanup` → `run.failed`;
+- trigger: a `<state>.trigger` waitForTaskToken Task before the state's work;
+- parallel group: a Map over the member names (items from the execution input, or an S3
+  item list for a Distributed Map), so the definition does not grow with the group;
+- looped sequence: `<seq>` Pass (counter = 1) → body → `<seq>.decide` → `<seq>.until`
+  Choice → `<seq>.next` Pass (counter + 1, decision reset) → back to the body;
+- transitions: `<state>.decide` Task, then a Choice on the normalized decision.
+
+State data (fixed keys): {"run": {"run_id", "bucket"}, "loops": {"l1": n, ...},
+"decision": {"value": str}, "groups": {"g1": [members]}}. Loop names become `l<n>` keys so
+any spec name is a safe JSONPath; the mapping is `CompiledMachine.loop_keys`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from npa_workflow.compile.names import NameAllocator
+from npa_workflow.plan.waves import concurrency_limit
+from npa_workflow.spec.config import RunContext, resolve_config
+from npa_workflow.spec.ints import resolve_bounded, yaml_bool
+from npa_workflow.spec.model import Spec, State
+from npa_workflow.spec.validate import LoadedSpec
+
+WAVE_FAILED = "Wave.Failed"
+WAVE_INFRA_FAILED = "Wave.InfrastructureFailed"
+INLINE_MAP_LIMIT = 40
+
+LAUNCH = "${LaunchFunctionArn}"
+DECIDE = "${DecideFunctionArn}"
+TRIGGER = "${TriggerFunctionArn}"
+CLEANUP = "${CleanupFunctionArn}"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    launch_arn: str = LAUNCH
+    decide_arn: str = DECIDE
+    trigger_arn: str = TRIGGER
+    cleanup_arn: str = CLEANUP
+    max_wait_seconds: int = 3600  # per wave; 0 = unbounded
+    heartbeat_seconds: int = 300  # the watch pass heartbeats running waves well inside this
+    retries: int = 0
+    retry_interval_seconds: int = 30
+    retry_backoff: float = 2.0
+    max_infrastructure_recoveries: int = 1
+    max_concurrency_cap: int = 0
+    inline_map_limit: int = INLINE_MAP_LIMIT
+
+
+@dataclass(frozen=True)
+class CompiledMachine:
+    definition: dict[str, Any]
+    loop_keys: dict[str, str]  # spec loop state → key under $.loops
+    group_keys: dict[str, str]  # spec group state → key under $.groups
+    distributed_groups: list[str] = field(default_factory=list)
+    asl_names: dict[str, str] = field(default_factory=dict)  # spec state → its (first) ASL name
+
+
+def loop_keys(spec: Spec) -> dict[str, str]:
+    """Loop state → its counter's key under `$.loops` (safe in JSONPath whatever the state's name)."""
+    return {n: f"l{i}" for i, n in enumerate((n for n, s in spec.states.items() if s.loop is not None), start=1)}
+
+
+def group_keys(spec: Spec) -> dict[str, str]:
+    return {n: f"g{i}" for i, n in enumerate((n for n, s in spec.states.items() if s.parallel), start=1)}
+
+
+def _task(resource_fn: str, payload: dict[str, Any], *, wait: bool) -> dict[str, Any]:
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke" + (".waitForTaskToken" if wait else ""),
+        "Parameters": {"FunctionName": resource_fn, "Payload": payload},
+    }
+
+
+class _Compiler:
+    def __init__(self, loaded: LoadedSpec, options: CompileOptions, run_ctx: RunContext) -> None:
+        self.loaded = loaded
+        self.spec = loaded.spec
+        self.opt = options
+        self.cfg = run_ctx.config
+        self.names = NameAllocator(list(self.spec.states))
+        self.states: dict[str, dict[str, Any]] = {}
+        self.memo: dict[tuple[str, str | None], str] = {}
+        self.copies: dict[str, int] = {}
+        self.loop_keys = loop_keys(self.spec)
+        self.group_keys = group_keys(self.spec)
+        self.distributed: list[str] = []
+        self.ends: dict[str, str] = {}
+        self.failed = self.names.helper("run", "failed")
+
+    # -- common pieces -------------------------------------------------------------------
+    def base_payload(self, spec_state: str) -> dict[str, Any]:
+        return {
+            "run_id.$": "$.run.run_id",
+            "state": spec_state,
+            "loops.$": "$.loops",
+            "execution.$": "$$.Execution.Id",
+        }
+
+    def wave_task(self, spec_state: str, payload: dict[str, Any]) -> dict[str, Any]:
+        task = _task(self.opt.launch_arn, {**payload, "token.$": "$$.Task.Token"}, wait=True)
+        task["ResultPath"] = None
+        if self.opt.max_wait_seconds > 0:
+            task["TimeoutSeconds"] = self.opt.max_wait_seconds
+        if self.opt.heartbeat_seconds > 0:
+            task["HeartbeatSeconds"] = self.opt.heartbeat_seconds
+        retry = []
+        if self.opt.retries > 0:
+            retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": self.opt.retries,
+                          "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
+        if self.opt.max_infrastructure_recoveries > 0:
+            retry.append({"ErrorEquals": [WAVE_INFRA_FAILED], "MaxAttempts": self.opt.max_infrastructure_recoveries,
+                          "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
+        if retry:
+            task["Retry"] = retry
+        return task
+
+    def with_catch(self, state: dict[str, Any], owner_asl: str, owner_spec: str) -> dict[str, Any]:
+        cleanup = self.names.helper(owner_asl, "cleanup")
+        payload = {**self.base_payload(owner_spec), "error.$": "$.error"}
+        task = _task(self.opt.cleanup_arn, payload, wait=False)
+        task["ResultSelector"] = {"Error.$": "$.Payload.error", "Cause.$": "$.Payload.cause"}
+        task["ResultPath"] = "$.failure"
+        task["Next"] = self.failed
+        task["Comment"] = f"cancel every active job of '{owner_spec}' by exact id, then fail with the root cause"
+        self.states[cleanup] = task
+        state["Catch"] = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": cleanup}]
+        return state
+
+    def end_state(self, owner_asl: str) -> str:
+        if owner_asl not in self.ends:
+            name = self.names.helper(owner_asl, "end")
+            self.states[name] = {"Type": "Succeed", "Comment": "the run ends here without a terminal state"}
+            self.ends[owner_asl] = name
+        return self.ends[owner_asl]
+
+    def goto(self, state: dict[str, Any], target: str | None) -> dict[str, Any]:
+        if target is None:
+            state["End"] = True
+        else:
+            state["Next"] = target
+        return state
+
+    def next_or_end(self, target: str | None, owner_asl: str) -> str:
+        """A Choice needs a named target: the end of the run becomes `<owner>.end`."""
+        return target if target is not None else self.end_state(owner_asl)
+
+    def loop_max(self, name: str, st: State) -> int:
+        assert st.loop is not None
+        return resolve_bounded(st.loop.max, self.cfg, "loop.max", 1, 1)
+
+    def decide(self, owner_asl: str, spec_state: str, target: str, purpose: str) -> str:
+        name = self.names.helper(owner_asl, "decide")
+        payload = {**self.base_payload(spec_state), "purpose": purpose, "current.$": "$.decision.value"}
+        task = _task(self.opt.decide_arn, payload, wait=False)
+        task["ResultSelector"] = {"value.$": "$.Payload.decision"}
+        task["ResultPath"] = "$.decision"
+        task["Next"] = target
+        task["Comment"] = f"read and record the decision for '{spec_state}' ({purpose})"
+        self.states[name] = task
+        return name
+
+    def transitions_choice(self, name_asl: str, st: State, default: str | None, cont: str | None) -> str:
+        rules = []
+        for t in st.transitions:
+            if t.if_ is not None and not yaml_bool(self.cfg.get(t.if_.strip()[len("config."):])):
+                continue  # `if` reads config, fixed when the machine is compiled
+            target = self.emit(t.goto, cont, follow=True)
+            if t.when is None:
+                default = target
+                break
+            value = "promote_checkpoint" if t.when == "promote_checkpoint" else "loop_back_to_inner_loop"
+            rules.append({"Variable": "$.decision.value", "StringEquals": value, "Next": target})
+        fallback = self.next_or_end(default, name_asl)
+        if not rules:  # only unconditional or disabled edges: no Choice needed
+            return fallback
+        return self._add_helper(name_asl, "branch", {"Type": "Choice", "Choices": rules, "Default": fallback})
+
+    def _add_helper(self, owner_asl: str, role: str, state: dict[str, Any]) -> str:
+        name = self.names.helper(owner_asl, role)
+        self.states[name] = state
+        return name
+
+    # -- the walk --------------------------------------------------------------------------
+    def emit(self, spec_name: str, cont: str | None, *, follow: bool) -> str:
+        """Compile `spec_name` visited with continuation `cont`; returns its entry state."""
+        key = (spec_name, cont, follow)
+        if key in self.memo:
+            return self.memo[key]
+        copy = self.copies.get(spec_name, 0) + 1
+        self.copies[spec_name] = copy
+        asl = self.names.state(spec_name, copy)
+        st = self.spec.states[spec_name]
+        entry = self._compile_state(spec_name, asl, st, cont, follow)
+        self.memo[key] = entry
+        return entry
+
+    def _after_leaf(self, name: str, asl: str, st: State, cont: str | None, follow: bool) -> str | None:
+        """Where a leaf goes after its work (None = end of the run)."""
+        if st.terminal:
+            return cont
+        if follow and st.transitions:
+            default = self.emit(st.next, cont, follow=True) if st.next else cont
+            choice = self.transitions_choice(asl, st, default, cont)
+            return self.decide(asl, name, choice, "transitions")
+        if not follow and st.transitions:
+            # Inside a sequence transitions are not followed, but the decision is read and recorded.
+            return self.decide(asl, name, self.next_or_end(cont, asl), "transitions")
+        if st.next:
+            return self.emit(st.next, cont, follow=True)
+        return cont
+
+    def _compile_state(self, name: str, asl: str, st: State, cont: str | None, follow: bool) -> str:
+        comment = f"spec state '{name}'" if asl != name else None
+        if st.parallel:
+            after = self.emit(st.next, cont, follow=True) if (st.next and not st.terminal) else cont
+            state = self.map_state(name, asl, st)
+            self.goto(state, after)
+            self.with_catch(state, asl, name)
+            if comment:
+                state["Comment"] = comment
+            self.states[asl] = state
+            return self._with_trigger(name, asl, st, asl)
+        if st.sequence:
+            after = self.emit(st.next, cont, follow=True) if (st.next and not st.terminal) else cont
+            if st.loop is None:
+                first = self._sequence_body(name, st, after, asl)
+                self.states[asl] = {"Type": "Pass", "Next": first, "Comment": comment or f"sequence '{name}'"}
+                return asl
+            return self._looped_sequence(name, asl, st, after)
+        if st.loop is not None:
+            return self._leaf_loop(name, asl, st, cont)
+        after = self._after_leaf(name, asl, st, cont, follow)
+        if st.has_command:
+            state = self.wave_task(name, self.base_payload(name))
+            self.goto(state, after)
+            self.with_catch(state, asl, name)
+        else:  # a router or an empty terminal: no work, only edges
+            state = {"Type": "Succeed"} if after is None else {"Type": "Pass", "Next": after}
+        if comment:
+            state["Comment"] = comment
+        self.states[asl] = state
+        return self._with_trigger(name, asl, st, asl)
+
+    def _with_trigger(self, name: str, asl: str, st: State, work: str) -> str:
+        if st.trigger is None:
+            return work
+        trigger_asl = self.names.helper(asl, "trigger")
+        task = _task(self.opt.trigger_arn, {**self.base_payload(name), "token.$": "$$.Task.Token"}, wait=True)
+        task["ResultPath"] = None
+        task["Next"] = work
+        polls = resolve_bounded(st.trigger.max_polls, self.cfg, "maxPolls", 0, 0)
+        every = resolve_bounded(st.trigger.poll_seconds, self.cfg, "pollSeconds", 30, 1)
+        bounds = [b for b in (polls * every, self.opt.max_wait_seconds) if b > 0]
+        if bounds:
+            task["TimeoutSeconds"] = min(bounds)
+        task["Comment"] = f"wait for objects under the trigger prefix of '{name}'"
+        self.states[trigger_asl] = self.with_catch(task, asl, name)
+        return trigger_asl
+
+    def _sequence_body(self, name: str, st: State, after: str | None, owner_asl: str) -> str:
+        target = after
+        for child in reversed(st.sequence):
+            target = self.emit(child, target, follow=False)
+        return self.next_or_end(target, owner_asl)
+
+    def _loop_pass(self, key: str, *, reset: bool) -> dict[str, Any]:
+        loops: dict[str, Any] = {}
+        for other in self.loop_keys.values():
+            if other == key:
+                loops[f"{other}.$"] = f"States.MathAdd($.loops.{other}, 1)" if not reset else None
+            else:
+                loops[f"{other}.$"] = f"$.loops.{other}"
+        if reset:
+            loops.pop(f"{key}.$")
+            loops[key] = 1
+        return {
+            "Type": "Pass",
+            "Parameters": {"run.$": "$.run", "groups.$": "$.groups", "loops": loops, "decision": {"value": ""}},
+        }
+
+    def _looped_sequence(self, name: str, asl: str, st: State, after: str | None) -> str:
+        assert st.loop is not None
+        key = self.loop_keys[name]
+        exit_to = self.next_or_end(after, asl)
+        until = self._add_helper(asl, "until", {})
+        writer = next((c for c in reversed(st.sequence) if self.spec.states[c].writes_decision), None)
+        check = until
+        if st.loop.until:
+            check = self.decide(asl, writer or name, until, "loop")
+        body = self._sequence_body(name, st, check, asl)
+        rules: list[dict[str, Any]] = []
+        if st.loop.until:
+            value = "promote_checkpoint" if st.loop.until == "promote_checkpoint" else "loop_back_to_inner_loop"
+            rules.append({"Variable": "$.decision.value", "StringEquals": value, "Next": exit_to})
+        rules.append({"Variable": f"$.loops.{key}", "NumericGreaterThanEquals": self.loop_max(name, st),
+                      "Next": exit_to})
+        again = self._add_helper(asl, "next", {**self._loop_pass(key, reset=False), "Next": body,
+                                               "Comment": f"next iteration of '{name}' (back edge)"})
+        self.states[until] = {"Type": "Choice", "Choices": rules, "Default": again,
+                              "Comment": f"leave '{name}' when {st.loop.until or 'the budget is spent'}"}
+        start = {**self._loop_pass(key, reset=True), "Next": body,
+                 "Comment": f"loop '{name}': iteration 1 of at most {self.loop_max(name, st)}"}
+        self.states[asl] = start
+        return asl
+
+    def _leaf_loop(self, name: str, asl: str, st: State, cont: str | None) -> str:
+        assert st.loop is not None
+        key = self.loop_keys[name]
+        # After the loop the contract follows transitions, then next — even for terminal states.
+        if st.transitions:
+            default = self.emit(st.next, cont, follow=True) if st.next else cont
+            after = self.transitions_choice(asl, st, default, cont)
+        else:
+            after = self.emit(st.next, cont, follow=True) if st.next else cont
+        exit_to = self.next_or_end(after, asl)
+        until = self.names.helper(asl, "until")
+        check = self.decide(asl, name, until, "loop") if (st.loop.until or st.writes_decision) else until
+        work = self.wave_task(name, self.base_payload(name))
+        work["Next"] = check
+        self.with_catch(work, asl, name)
+        self.states[asl] = work
+        entry = self._with_trigger(name, asl, st, asl)
+        rules: list[dict[str, Any]] = []
+        if st.loop.until:
+            value = "promote_checkpoint" if st.loop.until == "promote_checkpoint" else "loop_back_to_inner_loop"
+            rules.append({"Variable": "$.decision.value", "StringEquals": value, "Next": exit_to})
+        rules.append({"Variable": f"$.loops.{key}", "NumericGreaterThanEquals": self.loop_max(name, st),
+                      "Next": exit_to})
+        again = self._add_helper(asl, "next", {**self._loop_pass(key, reset=False), "Next": entry,
+                                               "Comment": f"next iteration of '{name}' (back edge)"})
+        self.states[until] = {"Type": "Choice", "Choices": rules, "Default": again}
+        return self._add_helper(asl, "loop", {**self._loop_pass(key, reset=True), "Next": entry,
+                                              "Comment": f"leaf loop '{name}': iteration 1"})
+
+    def map_state(self, name: str, asl: str, st: State) -> dict[str, Any]:
+        declared = resolve_bounded(st.max_concurrency, self.cfg, "maxConcurrency", len(st.parallel), 1)
+        limit = concurrency_limit(declared, len(st.parallel), self.opt.max_concurrency_cap)
+        member_asl = self.names.helper(asl, "member")
+        member_payload = {"run_id.$": "$.run_id", "state.$": "$.member", "group": name, "loops.$": "$.loops",
+                          "execution.$": "$$.Execution.Id"}
+        member = self.wave_task(name, member_payload)
+        member["End"] = True
+        member["Comment"] = f"one member of '{name}' as its own job"
+        processor_states: dict[str, Any] = {member_asl: member}
+        start = member_asl
+        if any(self.spec.states[m].trigger is not None for m in st.parallel):
+            trig = self.names.helper(asl, "member.trigger")
+            task = _task(self.opt.trigger_arn, {**member_payload, "token.$": "$$.Task.Token"}, wait=True)
+            task["ResultPath"] = None
+            task["Next"] = member_asl
+            if self.opt.max_wait_seconds > 0:
+                task["TimeoutSeconds"] = self.opt.max_wait_seconds
+            processor_states[trig] = task
+            start = trig
+        distributed = limit > self.opt.inline_map_limit or len(st.parallel) > self.opt.inline_map_limit
+        state: dict[str, Any] = {
+            "Type": "Map",
+            "MaxConcurrency": limit,
+            "ItemSelector": {"member.$": "$$.Map.Item.Value", "run_id.$": "$.run.run_id", "loops.$": "$.loops"},
+            "ItemProcessor": {"StartAt": start, "States": processor_states},
+            "ResultPath": None,
+        }
+        if distributed:
+            self.distributed.append(name)
+            state["ItemProcessor"]["ProcessorConfig"] = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+            state["ItemReader"] = {
+                "Resource": "arn:aws:states:::s3:getObject",
+                "ReaderConfig": {"InputType": "JSON"},
+                "Parameters": {"Bucket.$": "$.run.bucket",
+                               "Key.$": f"States.Format('runs/{{}}/groups/{self.group_keys[name]}.json', $.run.run_id)"},
+            }
+            state["ToleratedFailureCount"] = 0
+        else:
+            state["ItemProcessor"]["ProcessorConfig"] = {"Mode": "INLINE"}
+            state["ItemsPath"] = f"$.groups.{self.group_keys[name]}"
+        return state
+
+    def compile(self) -> dict[str, Any]:
+        start = self.emit(self.spec.initial, None, follow=True)
+        self.states[self.failed] = {
+            "Type": "Fail", "ErrorPath": "$.failure.Error", "CausePath": "$.failure.Cause",
+            "Comment": "the run failed; the cause names the first failing state",
+        }
+        return {
+            "Comment": f"npa.workflow {self.spec.name} (compiled by npa-workflow)",
+            "StartAt": start,
+            "States": self.states,
+        }
+
+
+def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> CompiledMachine:
+    """Compile a validated spec. Config-dependent numbers (loop budgets, concurrency) are fixed here."""
+    run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, "compile", loaded.spec.run)
+    compiler = _Compiler(loaded, options or CompileOptions(), run_ctx)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(loaded.spec.states) + 1000))
+    try:
+        definition = compiler.compile()
+    finally:
+        sys.setrecursionlimit(limit)
+    return CompiledMachine(
+        definition=definition,
+        loop_keys=compiler.loop_keys,
+        group_keys=compiler.group_keys,
+        distributed_groups=compiler.distributed,
+        asl_names={n: compiler.names.state(n) for n in loaded.spec.states},
+    )
+
+
+def execution_input(machine: CompiledMachine, loaded: LoadedSpec, *, run_id: str, bucket: str) -> dict[str, Any]:
+    """The input every execution of `machine` starts with. Distributed groups read members from S3."""
+    groups = {
+        key: ([] if name in machine.distributed_groups else list(loaded.spec.states[name].parallel))
+        for name, key in machine.group_keys.items()
+    }
+    return {
+        "run": {"run_id": run_id, "bucket": bucket},
+        "loops": dict.fromkeys(machine.loop_keys.values(), 0),
+        "decision": {"value": ""},
+        "groups": groups,
+    }
