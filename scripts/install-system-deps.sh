@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Debian packages the tests need: rsync (the SkyPilot API server's consolidation mode uses it).
+# Debian packages the tests need, installed only when missing (safe to run any number of times):
+#   rsync — a SkyPilot API server in consolidation mode (the contract tests' server) uses it.
 set -euo pipefail
 missing=()
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
 fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-system-deps: missing ${missing[*]} and no apt-get here: install them with your package manager" >&2
+  exit 1
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-system-deps: installed ${missing[*]}"
