@@ -1,0 +1,566 @@
+"""Local job executor: each job is a real subprocess with a durable job id.
+
+This is the laptop stand-in for SkyPilot managed jobs (ARCHITECTURE.md, decision 8). It offers
+the same small surface the cloud runtime needs from SkyPilot: launch with a name, look a job up
+by name (adopt on retry), query many jobs in one call, cancel by exact id.
+
+Durability. Everything about a job lives in files under ``state_dir/jobs/``:
+
+- ``<id>.json``  the record (name, command, pid, pgid, status, exit code, timestamps, log path),
+  rewritten atomically under a per-job ``fcntl`` lock (``<id>.lock``);
+- ``<id>.log``   stdout and stderr of the job;
+- ``<id>.exit``  written atomically by :mod:`npa_workflow.local.job_wrapper` when the command
+  ends, so the exit code is known even if the executor that launched the job has exited.
+
+Any :class:`LocalExecutor` on the same ``state_dir`` (in any process) sees the same jobs.
+A job whose wrapper process is gone without having written its exit file (killed with SIGKILL,
+machine rebooted) is reported ``FAILED`` with the error ``process lost …``; it is never
+reported ``RUNNING`` forever.
+
+Process groups. Every job runs in its own session and process group (the wrapper is the group
+leader), so :meth:`LocalExecutor.cancel` reaches grandchildren too: SIGTERM to the group, then
+SIGKILL to whatever remains after a grace period. :meth:`LocalExecutor.wait_gone` confirms that
+no process of the group remains. Liveness checks use ``/proc`` (process start time and boot id
+guard against pid reuse, zombies count as gone); elsewhere they fall back to ``kill(pid, 0)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CANCELLED",
+    "FAILED",
+    "PENDING",
+    "RUNNING",
+    "SUCCEEDED",
+    "TERMINAL_STATUSES",
+    "JobInfo",
+    "LocalExecutor",
+]
+
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+CANCELLED = "CANCELLED"
+TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED})
+
+_WRAPPER = Path(__file__).with_name("job_wrapper.py")
+_PROC = Path("/proc")
+# A record that never got a pid (the launching process died between writing the record and
+# starting the wrapper) is declared lost after this long.
+_PENDING_LOST_AFTER_S = 30.0
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What the executor knows about one job at the time of the query."""
+
+    job_id: str
+    name: str
+    status: str
+    exit_code: int | None
+    submitted_at: str | None
+    started_at: str | None
+    ended_at: str | None
+    error: str | None
+    log_path: str
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_ts(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, pgrp, starttime)`` of a process from ``/proc/<pid>/stat``, or None if absent."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces and parentheses.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[2]), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _has_proc() -> bool:
+    return (_PROC / "self" / "stat").exists()
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None
+
+
+class LocalExecutor:
+    """Launch, query and cancel local jobs whose state lives under ``state_dir``.
+
+    ``env`` is the base environment of every job (default: this process's environment); the
+    ``env`` given to :meth:`launch` is laid over it. Methods are thread-safe and may be called
+    concurrently from several processes sharing ``state_dir``.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        grace_seconds: float = 10.0,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.jobs_dir = self.state_dir / "jobs"
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self._base_env = dict(os.environ if env is None else env)
+        self.grace_seconds = grace_seconds
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._procs_lock = threading.Lock()
+        self._boot_id = _boot_id()
+        self._use_proc = _has_proc()
+
+    # ------------------------------------------------------------------ paths and records
+    def _record_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.json"
+
+    def _log_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.log"
+
+    def _exit_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.exit"
+
+    @contextlib.contextmanager
+    def _locked(self, job_id: str) -> Iterator[None]:
+        with open(self.jobs_dir / f"{job_id}.lock", "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    @staticmethod
+    def _valid_id(job_id: str) -> bool:
+        return bool(job_id) and "/" not in job_id and "\\" not in job_id and not job_id.startswith(".")
+
+    # ------------------------------------------------------------------ launch
+    def launch(
+        self,
+        job_name: str,
+        command: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> str:
+        """Start ``command`` as a new job and return its durable job id."""
+        if not command:
+            raise ValueError(f"job {job_name!r}: empty command")
+        job_id = f"local-{uuid.uuid4().hex[:16]}"
+        record_path = self._record_path(job_id)
+        log_path = self._log_path(job_id)
+        record: dict[str, Any] = {
+            "job_id": job_id,
+            "name": job_name,
+            "command": [str(c) for c in command],
+            "cwd": str(cwd) if cwd is not None else None,
+            "env_keys": sorted((env or {}).keys()),
+            "status": PENDING,
+            "exit_code": None,
+            "error": None,
+            "pid": None,
+            "pgid": None,
+            "proc_start": None,
+            "boot_id": self._boot_id,
+            "submitted_at": _now(),
+            "started_at": None,
+            "ended_at": None,
+            "cancel_requested_at": None,
+            "log_path": str(log_path),
+        }
+        job_env = dict(self._base_env)
+        job_env.update({str(k): str(v) for k, v in (env or {}).items()})
+        job_env["NPA_LOCAL_JOB_ID"] = job_id
+        job_env["NPA_LOCAL_JOB_NAME"] = job_name
+
+        with self._locked(job_id):
+            _write_json_atomic(record_path, record)
+            argv = [
+                sys.executable,
+                "-I",
+                str(_WRAPPER),
+                str(self._exit_path(job_id)),
+                "--",
+                *record["command"],
+            ]
+            try:
+                with open(log_path, "ab") as log:
+                    proc = subprocess.Popen(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        cwd=str(cwd) if cwd is not None else None,
+                        env=job_env,
+                        start_new_session=True,
+                        close_fds=True,
+                    )
+            except OSError as exc:
+                record.update(
+                    status=FAILED,
+                    exit_code=None,
+                    error=f"could not start job: {exc}",
+                    ended_at=_now(),
+                )
+                _write_json_atomic(record_path, record)
+                return job_id
+            stat = _proc_stat(proc.pid) if self._use_proc else None
+            record.update(
+                status=RUNNING,
+                pid=proc.pid,
+                pgid=proc.pid,  # start_new_session: the wrapper leads its own group
+                proc_start=stat[2] if stat else None,
+                started_at=_now(),
+            )
+            _write_json_atomic(record_path, record)
+        with self._procs_lock:
+            self._procs[job_id] = proc
+        return job_id
+
+    # ------------------------------------------------------------------ lookups
+    def find_by_name(self, job_name: str) -> list[str]:
+        """Ids of all jobs named exactly ``job_name``, oldest first."""
+        found: list[tuple[str, str]] = []
+        for path in self.jobs_dir.glob("*.json"):
+            record = _read_json(path)
+            if record and record.get("name") == job_name and record.get("job_id") == path.stem:
+                found.append((record.get("submitted_at") or "", path.stem))
+        return [job_id for _, job_id in sorted(found)]
+
+    def statuses(self, job_ids: list[str]) -> dict[str, JobInfo]:
+        """Current :class:`JobInfo` of each known id; unknown ids are absent from the result."""
+        self._reap()
+        result: dict[str, JobInfo] = {}
+        for job_id in dict.fromkeys(job_ids):
+            if not self._valid_id(job_id) or not self._record_path(job_id).exists():
+                continue
+            record = self._refresh(job_id)
+            if record is not None:
+                result[job_id] = self._info(record)
+        return result
+
+    def status(self, job_id: str) -> JobInfo | None:
+        return self.statuses([job_id]).get(job_id)
+
+    def log_tail(self, job_id: str, lines: int = 50) -> str:
+        """The last ``lines`` lines of the job's combined stdout/stderr ('' if none)."""
+        if not self._valid_id(job_id) or lines <= 0:
+            return ""
+        path = self._log_path(job_id)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                end = fh.tell()
+                block = 8192
+                data = b""
+                pos = end
+                while pos > 0 and data.count(b"\n") <= lines:
+                    step = min(block, pos)
+                    pos -= step
+                    fh.seek(pos)
+                    data = fh.read(step) + data
+        except FileNotFoundError:
+            return ""
+        text = data.decode("utf-8", "replace")
+        tail = text.splitlines()[-lines:]
+        return "\n".join(tail) + ("\n" if tail and text.endswith("\n") else "")
+
+    # ------------------------------------------------------------------ cancel
+    def cancel(self, job_ids: list[str], grace_seconds: float | None = None) -> list[str]:
+        """Cancel jobs by exact id: SIGTERM to each job's process group, SIGKILL after the grace.
+
+        Jobs already finished keep their status. Returns the ids that were (or already had
+        been) cancelled. Use :meth:`wait_gone` to confirm that no process remains.
+        """
+        grace = self.grace_seconds if grace_seconds is None else grace_seconds
+        self._reap()
+        targets: dict[str, int] = {}
+        cancelled: list[str] = []
+        for job_id in dict.fromkeys(job_ids):
+            if not self._valid_id(job_id):
+                continue
+            with self._locked(job_id):
+                record = _read_json(self._record_path(job_id))
+                if record is None:
+                    continue
+                if record.get("status") == CANCELLED:
+                    cancelled.append(job_id)
+                    continue
+                if record.get("status") in TERMINAL_STATUSES:
+                    continue
+                observed = self._observe(job_id, record)
+                if observed.get("status") in TERMINAL_STATUSES:
+                    # Finished on its own before the cancel: keep its real outcome.
+                    _write_json_atomic(self._record_path(job_id), observed)
+                    continue
+                record["cancel_requested_at"] = record.get("cancel_requested_at") or _now()
+                _write_json_atomic(self._record_path(job_id), record)
+            cancelled.append(job_id)
+            pgid = self._owned_pgid(record)
+            if pgid is not None:
+                targets[job_id] = pgid
+
+        for pgid in targets.values():
+            self._signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + max(grace, 0.0)
+        remaining = dict(targets)
+        while remaining and time.monotonic() < deadline:
+            self._reap()
+            remaining = {j: g for j, g in remaining.items() if self._group_alive(g)}
+            if remaining:
+                time.sleep(0.05)
+        for pgid in remaining.values():
+            self._signal_group(pgid, signal.SIGKILL)
+        self._reap()
+        for job_id in cancelled:
+            self._finalize_cancel(job_id)
+        return cancelled
+
+    def wait_gone(self, job_ids: list[str], timeout: float = 10.0) -> bool:
+        """True once no process of any of these jobs' groups remains (False on timeout)."""
+        groups = []
+        for job_id in dict.fromkeys(job_ids):
+            record = _read_json(self._record_path(job_id)) if self._valid_id(job_id) else None
+            if record and record.get("pgid"):
+                groups.append(self._owned_pgid(record, require_alive=False))
+        groups = [g for g in groups if g is not None]
+        deadline = time.monotonic() + timeout
+        while True:
+            self._reap()
+            groups = [g for g in groups if self._group_alive(g)]
+            if not groups:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------------ internals
+    def _reap(self) -> None:
+        """Collect exit statuses of wrappers started by this instance (no zombies left)."""
+        with self._procs_lock:
+            for job_id, proc in list(self._procs.items()):
+                if proc.poll() is not None:
+                    del self._procs[job_id]
+
+    def _leader_alive(self, record: Mapping[str, Any]) -> bool:
+        pid = record.get("pid")
+        if not pid:
+            return False
+        if record.get("boot_id") and self._boot_id and record["boot_id"] != self._boot_id:
+            return False
+        if self._use_proc:
+            stat = _proc_stat(int(pid))
+            if stat is None or stat[0] in ("Z", "X"):
+                return False
+            start = record.get("proc_start")
+            return start is None or stat[2] == int(start)
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def _owned_pgid(self, record: Mapping[str, Any], require_alive: bool = True) -> int | None:
+        """The job's pgid if it still designates this job's group (guards against pid reuse)."""
+        pgid = record.get("pgid")
+        if not pgid:
+            return None
+        pgid = int(pgid)
+        if record.get("boot_id") and self._boot_id and record["boot_id"] != self._boot_id:
+            return None
+        if self._use_proc:
+            stat = _proc_stat(pgid)
+            if stat is not None and stat[0] not in ("Z", "X"):
+                start = record.get("proc_start")
+                if start is not None and stat[2] != int(start):
+                    return None  # the number now belongs to an unrelated process
+        # Leader gone but the group still exists: the kernel does not hand out a number that
+        # is still in use as a process-group id, so the group is still ours.
+        if require_alive and not self._group_alive(pgid):
+            return None
+        return pgid
+
+    def _group_alive(self, pgid: int) -> bool:
+        """Whether any non-zombie process is in process group ``pgid``."""
+        if self._use_proc:
+            for entry in os.scandir(_PROC):
+                if not entry.name.isdigit():
+                    continue
+                stat = _proc_stat(int(entry.name))
+                if stat is not None and stat[1] == pgid and stat[0] not in ("Z", "X"):
+                    return True
+            return False
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _read_exit(self, job_id: str) -> dict[str, Any] | None:
+        return _read_json(self._exit_path(job_id))
+
+    def _refresh(self, job_id: str) -> dict[str, Any] | None:
+        """Bring the record up to date with the process world; persist terminal transitions."""
+        record = _read_json(self._record_path(job_id))
+        if record is None or record.get("status") in TERMINAL_STATUSES:
+            return record
+        with self._locked(job_id):
+            record = _read_json(self._record_path(job_id))
+            if record is None or record.get("status") in TERMINAL_STATUSES:
+                return record
+            updated = self._observe(job_id, record)
+            if updated is not record:
+                _write_json_atomic(self._record_path(job_id), updated)
+            return updated
+
+    def _observe(self, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        exit_info = self._read_exit(job_id)
+        if exit_info is None:
+            if record.get("status") == PENDING and not record.get("pid"):
+                submitted = _parse_ts(record.get("submitted_at")) or 0.0
+                if time.time() - submitted > _PENDING_LOST_AFTER_S:
+                    return {
+                        **record,
+                        "status": FAILED,
+                        "error": "process lost: the job was never started (launcher died)",
+                        "ended_at": _now(),
+                    }
+                return record
+            if self._leader_alive(record):
+                return record
+            pgid = self._owned_pgid(record)
+            if pgid is not None:
+                # The wrapper died (SIGKILL) but the command's processes are still running:
+                # the job is still working, its exit code will not be known.
+                return record
+            # The wrapper may have written the exit file just before exiting.
+            exit_info = self._read_exit(job_id)
+            if exit_info is None:
+                if record.get("cancel_requested_at"):
+                    return {
+                        **record,
+                        "status": CANCELLED,
+                        "error": "cancelled",
+                        "ended_at": record.get("ended_at") or _now(),
+                    }
+                return {
+                    **record,
+                    "status": FAILED,
+                    "error": (
+                        f"process lost: job process {record.get('pid')} is gone and recorded no exit "
+                        "code (killed, or the machine restarted)"
+                    ),
+                    "ended_at": _now(),
+                }
+        exit_code = exit_info.get("exit_code")
+        if record.get("cancel_requested_at"):
+            status, error = CANCELLED, "cancelled"
+        elif exit_code == 0:
+            status, error = SUCCEEDED, None
+        else:
+            status = FAILED
+            error = exit_info.get("error") or f"exit code {exit_code}"
+        return {
+            **record,
+            "status": status,
+            "exit_code": exit_code,
+            "error": error,
+            "ended_at": exit_info.get("ended_at") or _now(),
+        }
+
+    def _finalize_cancel(self, job_id: str) -> None:
+        with self._locked(job_id):
+            record = _read_json(self._record_path(job_id))
+            if record is None or record.get("status") in TERMINAL_STATUSES:
+                return
+            exit_info = self._read_exit(job_id) or {}
+            record.update(
+                status=CANCELLED,
+                exit_code=exit_info.get("exit_code"),
+                error="cancelled",
+                ended_at=exit_info.get("ended_at") or _now(),
+            )
+            _write_json_atomic(self._record_path(job_id), record)
+
+    @staticmethod
+    def _info(record: Mapping[str, Any]) -> JobInfo:
+        return JobInfo(
+            job_id=record["job_id"],
+            name=record.get("name", ""),
+            status=record.get("status", FAILED),
+            exit_code=record.get("exit_code"),
+            submitted_at=record.get("submitted_at"),
+            started_at=record.get("started_at"),
+            ended_at=record.get("ended_at"),
+            error=record.get("error"),
+            log_path=record.get("log_path", ""),
+        )

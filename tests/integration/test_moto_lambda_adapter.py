@@ -1,0 +1,483 @@
+"""Contract test of the in-process Lambda adapter on a real moto server with real boto3 clients.
+
+Proves the Step Functions features the compiled machines rely on (reference/local-stepfunctions.md):
+lambda:invoke, waitForTaskToken with SendTaskSuccess/Failure/Heartbeat, named errors for
+Retry/Catch, TimeoutSeconds, bounded inline Map, Choice.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from npa_workflow.local import moto_lambda
+from npa_workflow.local.moto_lambda import MotoAdapterError, in_process_lambdas
+from npa_workflow.local.moto_server import MotoServer, start_moto_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import moto_handlers as handlers  # noqa: E402
+
+REGION = "us-east-1"
+CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": REGION}
+TIMINGS: dict[str, float] = {}
+LATENCIES: list[float] = []  # start_execution → ended, per execution
+RACES: list[str] = []  # SUCCEEDED read before its output was set
+
+
+class Aws:
+    def __init__(self, server: MotoServer) -> None:
+        self.server = server
+        kw = {"endpoint_url": server.endpoint_url, **CREDS}
+        self.sfn = boto3.client("stepfunctions", **kw)
+        self.lam = boto3.client("lambda", **kw)
+        self.iam = boto3.client("iam", **kw)
+        self.role_arn = ""
+        self.fn_arns: dict[str, str] = {}
+
+    def new_sfn_client(self) -> Any:
+        return boto3.client("stepfunctions", endpoint_url=self.server.endpoint_url, **CREDS)
+
+    def run(self, definition: dict[str, Any], payload: Any, timeout: float = 20.0) -> dict[str, Any]:
+        """Create a machine, start a named execution, wait until it has ended (with its output)."""
+        started = time.monotonic()
+        arn = self.sfn.create_state_machine(
+            name=f"m-{uuid.uuid4().hex[:12]}", definition=json.dumps(definition), roleArn=self.role_arn
+        )["stateMachineArn"]
+        TIMINGS.setdefault("first create_state_machine", time.monotonic() - started)
+        t0 = time.monotonic()
+        exec_arn = self.sfn.start_execution(
+            stateMachineArn=arn, name=f"x-{uuid.uuid4().hex[:12]}", input=json.dumps(payload)
+        )["executionArn"]
+        desc = wait_execution(self.sfn, exec_arn, timeout)
+        LATENCIES.append(time.monotonic() - t0)
+        return desc
+
+    def history(self, exec_arn: str) -> list[dict[str, Any]]:
+        return self.sfn.get_execution_history(executionArn=exec_arn)["events"]
+
+
+def wait_execution(sfn: Any, exec_arn: str, timeout: float) -> dict[str, Any]:
+    """Poll describe_execution until the execution has ended.
+
+    moto can report SUCCEEDED before ``output`` is set (reference: 'racy'), so a SUCCEEDED
+    description without output is read again; likewise, briefly, a FAILED one without ``error``.
+    """
+    deadline = time.monotonic() + timeout
+    failed_since: float | None = None
+    while True:
+        desc = sfn.describe_execution(executionArn=exec_arn)
+        status = desc["status"]
+        if status == "SUCCEEDED" and "output" in desc:
+            return desc
+        if status == "FAILED":
+            failed_since = failed_since or time.monotonic()
+            if "error" in desc or time.monotonic() - failed_since > 1.0:
+                return desc
+        elif status not in ("RUNNING", "SUCCEEDED"):
+            return desc
+        if status == "SUCCEEDED":
+            RACES.append(exec_arn)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"execution {exec_arn} still {status} after {timeout}s")
+        time.sleep(0.03)
+
+
+def output(desc: dict[str, Any]) -> Any:
+    assert desc["status"] == "SUCCEEDED", desc
+    return json.loads(desc["output"])
+
+
+def dummy_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("unused.py", "# the adapter imports the Handler from this process\n")
+    return buf.getvalue()
+
+
+FUNCTIONS = {
+    "echo": {"Environment": {"Variables": {"NPA_ADAPTER_TEST_VAR": "from-function-config"}}},
+    "store_token": {},
+    "flaky_wave": {},
+    "custom_boom": {},
+    "concurrent_item": {},
+    "not_serialisable": {},
+}
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[Aws]:
+    os.environ.pop("NPA_ADAPTER_TEST_VAR", None)
+    t0 = time.monotonic()
+    with start_moto_server() as server, in_process_lambdas():
+        TIMINGS["server start"] = time.monotonic() - t0
+        a = Aws(server)
+        a.role_arn = a.iam.create_role(
+            RoleName="npa-local-role",
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+        )["Role"]["Arn"]
+        code = dummy_zip()
+        for name, extra in FUNCTIONS.items():
+            a.fn_arns[name] = a.lam.create_function(
+                FunctionName=f"npa-{name.replace('_', '-')}",
+                Runtime="python3.11",
+                Role=a.role_arn,
+                Handler=f"{handlers.__name__}.{name}",
+                Code={"ZipFile": code},
+                Timeout=30,
+                **extra,
+            )["FunctionArn"]
+        yield a
+    os.environ.pop("NPA_ADAPTER_TEST_VAR", None)
+    print("\nmoto adapter timings (s):", {k: round(v, 3) for k, v in TIMINGS.items()})
+    print("execution latencies (s):", sorted(round(v, 3) for v in LATENCIES))
+    print("SUCCEEDED-without-output re-reads:", len(RACES))
+
+
+@pytest.fixture(autouse=True)
+def _drain_tokens() -> None:
+    """Each test sees only the task tokens its own executions store."""
+    while not handlers.tokens.empty():
+        handlers.tokens.get_nowait()
+
+
+def responder(aws: Aws, action: Callable[[Any, str], None]) -> threading.Thread:
+    """Background 'watch Lambda': take the next stored token and act on it."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            event = handlers.tokens.get(timeout=15)
+            action(aws.new_sfn_client(), event["token"])
+        except BaseException as exc:  # surfaced by the test through .errors
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def token_task(fn_arn: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+        "Parameters": {
+            "FunctionName": fn_arn,
+            "Payload": {"token.$": "$$.Task.Token", "input.$": "$"},
+        },
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------- adapter basics
+def test_install_is_idempotent_and_pinned(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert moto_lambda.installed()
+    assert moto_lambda.install() is False
+    with in_process_lambdas():
+        pass
+    assert moto_lambda.installed(), "a nested context manager must not uninstall"
+    import moto
+
+    monkeypatch.setattr(moto, "__version__", "5.2.4")
+    with pytest.raises(MotoAdapterError, match="5.2.5"):
+        moto_lambda.install()
+
+
+def test_direct_invoke_runs_handler_in_process(aws: Aws) -> None:
+    resp = aws.lam.invoke(FunctionName="npa-echo", Payload=json.dumps({"a": 1}))
+    assert "FunctionError" not in resp
+    body = json.loads(resp["Payload"].read())
+    assert body["echo"] == {"a": 1}
+    assert body["function_name"] == "npa-echo"
+    assert body["memory_limit_in_mb"] == 128
+    assert body["invoked_function_arn"] == aws.fn_arns["echo"]
+    assert body["remaining_ms_positive"] is True
+    assert body["env_var"] == "from-function-config"
+
+    resp = aws.lam.invoke(FunctionName="npa-custom-boom", Payload=b"{}")
+    assert resp["FunctionError"] == "Handled"
+    err = json.loads(resp["Payload"].read())
+    assert err["errorType"] == "CustomBoom"
+    assert err["errorMessage"] == "boom from handler"
+    assert err["stackTrace"] and isinstance(err["stackTrace"], list)
+
+    resp = aws.lam.invoke(FunctionName="npa-not-serialisable", Payload=b"{}")
+    assert json.loads(resp["Payload"].read())["errorType"] == "Runtime.MarshalError"
+
+
+# --------------------------------------------------------------------------- Step Functions
+def test_lambda_invoke_and_plain_function_arn(aws: Aws) -> None:
+    definition = {
+        "StartAt": "Invoke",
+        "States": {
+            "Invoke": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": aws.fn_arns["echo"], "Payload.$": "$"},
+                "ResultSelector": {"status.$": "$.StatusCode", "body.$": "$.Payload"},
+                "ResultPath": "$.invoked",
+                "Next": "Plain",
+            },
+            "Plain": {
+                "Type": "Task",
+                "Resource": aws.fn_arns["echo"],
+                "InputPath": "$.step",
+                "ResultPath": "$.plain",
+                "End": True,
+            },
+        },
+    }
+    out = output(aws.run(definition, {"step": "train"}))
+    assert out["invoked"]["status"] == 200
+    assert out["invoked"]["body"]["echo"] == {"step": "train"}
+    assert out["invoked"]["body"]["function_name"] == "npa-echo"
+    assert out["plain"]["echo"] == "train"
+
+
+def test_wait_for_task_token_success_with_heartbeats(aws: Aws) -> None:
+    def act(sfn: Any, token: str) -> None:
+        # Heartbeats keep a task with HeartbeatSeconds=1 alive for longer than 1 s.
+        for _ in range(4):
+            time.sleep(0.4)
+            sfn.send_task_heartbeat(taskToken=token)
+        sfn.send_task_success(taskToken=token, output=json.dumps({"job_id": "local-1", "ok": True}))
+
+    thread = responder(aws, act)
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": token_task(aws.fn_arns["store_token"], HeartbeatSeconds=1, TimeoutSeconds=30, ResultPath="$.wave")
+            | {"End": True}
+        },
+    }
+    desc = aws.run(definition, {"run": "r1"})
+    thread.join(5)
+    assert not thread.errors  # type: ignore[attr-defined]
+    out = output(desc)
+    assert out == {"run": "r1", "wave": {"job_id": "local-1", "ok": True}}
+
+
+def test_wait_for_task_token_failure_error_name_arrives(aws: Aws) -> None:
+    def act(sfn: Any, token: str) -> None:
+        sfn.send_task_failure(taskToken=token, error="Wave.InfrastructureFailed", cause="preempted")
+
+    thread = responder(aws, act)
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": token_task(aws.fn_arns["store_token"], TimeoutSeconds=30)
+            | {
+                "Catch": [
+                    {
+                        "ErrorEquals": ["Wave.InfrastructureFailed"],
+                        "ResultPath": "$.error",
+                        "Next": "Cleanup",
+                    }
+                ],
+                "End": True,
+            },
+            "Cleanup": {"Type": "Pass", "End": True},
+        },
+    }
+    desc = aws.run(definition, {"run": "r2"})
+    thread.join(5)
+    assert not thread.errors  # type: ignore[attr-defined]
+    out = output(desc)
+    print("SendTaskFailure arrives as:", out["error"])
+    assert out["error"]["Error"] == "Wave.InfrastructureFailed"
+    # moto 5.2.5 drops SendTaskFailure's cause (AWS keeps it): do not depend on it locally.
+    assert out["error"].get("Cause") in (None, "", "preempted")
+
+
+def test_heartbeat_timeout_without_heartbeats(aws: Aws) -> None:
+    # moto 5.2.5 reports a missed heartbeat as States.Timeout (TaskTimedOut), and a Catch on
+    # States.HeartbeatTimeout alone does not match it; AWS documents that States.Timeout covers
+    # heartbeat expiry too, so compiled machines catch States.Timeout.
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": token_task(aws.fn_arns["store_token"], HeartbeatSeconds=1, TimeoutSeconds=30)
+            | {
+                "Catch": [
+                    {
+                        "ErrorEquals": ["States.HeartbeatTimeout", "States.Timeout"],
+                        "ResultPath": "$.error",
+                        "Next": "Lost",
+                    }
+                ],
+                "End": True,
+            },
+            "Lost": {"Type": "Pass", "End": True},
+        },
+    }
+    t0 = time.monotonic()
+    desc = aws.run(definition, {})
+    assert time.monotonic() - t0 < 10, "the heartbeat, not TimeoutSeconds=30, ended the task"
+    assert output(desc)["error"]["Error"] in ("States.HeartbeatTimeout", "States.Timeout")
+    assert any(e["type"] == "TaskTimedOut" for e in aws.history(desc["executionArn"]))
+    handlers.tokens.get(timeout=1)  # consume the token stored by this run
+
+
+def test_timeout_seconds_is_states_timeout(aws: Aws) -> None:
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": token_task(aws.fn_arns["store_token"], TimeoutSeconds=1)
+            | {
+                "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "TimedOut"}],
+                "End": True,
+            },
+            "TimedOut": {"Type": "Pass", "End": True},
+        },
+    }
+    t0 = time.monotonic()
+    out = output(aws.run(definition, {}))
+    assert out["error"]["Error"] == "States.Timeout"
+    assert 0.9 < time.monotonic() - t0 < 10
+    handlers.tokens.get(timeout=1)
+
+
+def test_retry_on_named_error_then_success(aws: Aws) -> None:
+    key = uuid.uuid4().hex
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": aws.fn_arns["flaky_wave"], "Payload.$": "$"},
+                "OutputPath": "$.Payload",
+                "Retry": [
+                    {"ErrorEquals": ["Wave.InfrastructureFailed"], "MaxAttempts": 5},
+                    {"ErrorEquals": ["Wave.Failed"], "IntervalSeconds": 1, "MaxAttempts": 2, "BackoffRate": 1},
+                ],
+                "End": True,
+            }
+        },
+    }
+    desc = aws.run(definition, {"key": key, "succeed_on_attempt": 2})
+    assert output(desc) == {"key": key, "attempt": 2}
+    assert handlers.attempts[key] == 2
+    failed = [e for e in aws.history(desc["executionArn"]) if e["type"] == "TaskFailed"]
+    assert [e["taskFailedEventDetails"]["error"] for e in failed] == ["Wave.Failed"]
+
+
+def test_retry_exhausted_then_catch_on_class_name(aws: Aws) -> None:
+    definition = {
+        "StartAt": "Boom",
+        "States": {
+            "Boom": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": aws.fn_arns["custom_boom"], "Payload.$": "$"},
+                "Retry": [{"ErrorEquals": ["Wave.Failed"], "MaxAttempts": 3}],
+                "Catch": [{"ErrorEquals": ["CustomBoom"], "ResultPath": "$.error", "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+    out = output(aws.run(definition, {"x": 1}))
+    assert out["error"]["Error"] == "CustomBoom"
+    cause = json.loads(out["error"]["Cause"])
+    assert cause["errorType"] == "CustomBoom" and cause["errorMessage"] == "boom from handler"
+
+
+def test_uncaught_error_fails_execution_with_its_name(aws: Aws) -> None:
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": aws.fn_arns["flaky_wave"], "Payload.$": "$"},
+                "End": True,
+            }
+        },
+    }
+    desc = aws.run(definition, {"key": uuid.uuid4().hex, "succeed_on_attempt": 99})
+    assert desc["status"] == "FAILED"
+    assert desc.get("error") == "Wave.Failed"
+
+
+def test_inline_map_max_concurrency_is_respected(aws: Aws) -> None:
+    handlers.reset_concurrency()
+    definition = {
+        "StartAt": "Group",
+        "States": {
+            "Group": {
+                "Type": "Map",
+                "ItemsPath": "$.members",
+                "MaxConcurrency": 2,
+                "ItemSelector": {"item.$": "$$.Map.Item.Value", "sleep": 0.3},
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "INLINE"},
+                    "StartAt": "Member",
+                    "States": {
+                        "Member": {
+                            "Type": "Task",
+                            "Resource": "arn:aws:states:::lambda:invoke",
+                            "Parameters": {"FunctionName": aws.fn_arns["concurrent_item"], "Payload.$": "$"},
+                            "OutputPath": "$.Payload",
+                            "End": True,
+                        }
+                    },
+                },
+                "End": True,
+            }
+        },
+    }
+    t0 = time.monotonic()
+    out = output(aws.run(definition, {"members": ["a", "b", "c", "d"]}))
+    elapsed = time.monotonic() - t0
+    assert out == [{"item": "a"}, {"item": "b"}, {"item": "c"}, {"item": "d"}]
+    assert handlers.peak == 2, f"peak concurrency {handlers.peak}"
+    assert elapsed >= 0.55  # two rounds of 0.3 s: the cap really serialised the work
+
+
+def test_choice_on_a_field(aws: Aws) -> None:
+    definition = {
+        "StartAt": "Route",
+        "States": {
+            "Route": {
+                "Type": "Choice",
+                "Choices": [
+                    {"Variable": "$.decision.value", "StringEquals": "retrain", "Next": "Retrain"},
+                    {"Variable": "$.decision.score", "NumericGreaterThanEquals": 0.9, "Next": "Ship"},
+                ],
+                "Default": "Stop",
+            },
+            "Retrain": {"Type": "Pass", "Result": "retrain", "ResultPath": "$.next", "End": True},
+            "Ship": {"Type": "Pass", "Result": "ship", "ResultPath": "$.next", "End": True},
+            "Stop": {"Type": "Pass", "Result": "stop", "ResultPath": "$.next", "End": True},
+        },
+    }
+    cases = [
+        ({"value": "retrain", "score": 0.1}, "retrain"),
+        ({"value": "other", "score": 0.95}, "ship"),
+        ({"value": "other", "score": 0.5}, "stop"),
+    ]
+    for decision, expected in cases:
+        assert output(aws.run(definition, {"decision": decision}))["next"] == expected

@@ -1,0 +1,240 @@
+"""LocalExecutor with real subprocesses: outcomes, env, cancel of whole groups, durability."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import npa_workflow
+import pytest
+from npa_workflow.local.executor import (
+    CANCELLED,
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    JobInfo,
+    LocalExecutor,
+)
+
+PY = sys.executable
+ENGINE_ROOT = str(Path(npa_workflow.__file__).resolve().parent.parent)
+
+
+def wait_terminal(ex: LocalExecutor, job_id: str, timeout: float = 10.0) -> JobInfo:
+    deadline = time.monotonic() + timeout
+    while True:
+        info = ex.statuses([job_id])[job_id]
+        if info.is_terminal:
+            return info
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} still {info.status} after {timeout}s")
+        time.sleep(0.05)
+
+
+def wait_for_file(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            text = path.read_text()
+            if text.endswith("\n"):
+                return text
+        time.sleep(0.02)
+    raise AssertionError(f"{path} not written within {timeout}s")
+
+
+def alive(pid: int) -> bool:
+    """True if pid is a live (non-zombie) process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def ex(tmp_path: Path) -> Iterator[LocalExecutor]:
+    executor = LocalExecutor(tmp_path / "state", grace_seconds=2.0)
+    yield executor
+    # Never leave processes behind, whatever a test did.
+    ids = [p.stem for p in executor.jobs_dir.glob("*.json")]
+    executor.cancel(ids, grace_seconds=0.2)
+    executor.wait_gone(ids, timeout=5)
+
+
+def test_success_records_exit_code_log_and_timestamps(ex: LocalExecutor) -> None:
+    job_id = ex.launch("hello", [PY, "-c", "print('hello from job')"], env={}, cwd=None)
+    info = wait_terminal(ex, job_id)
+    assert info.status == SUCCEEDED
+    assert info.exit_code == 0
+    assert info.error is None
+    assert info.name == "hello"
+    assert info.submitted_at and info.started_at and info.ended_at
+    assert info.submitted_at.endswith("Z") and info.ended_at.endswith("Z")
+    assert info.submitted_at <= info.started_at <= info.ended_at
+    assert Path(info.log_path) == ex.jobs_dir / f"{job_id}.log"
+    assert "hello from job" in ex.log_tail(job_id)
+    record = json.loads((ex.jobs_dir / f"{job_id}.json").read_text())
+    assert record["status"] == SUCCEEDED and record["pid"] == record["pgid"]
+
+
+def test_failure_exit_code_and_stderr_in_log(ex: LocalExecutor) -> None:
+    code = "import sys; print('boom', file=sys.stderr); sys.exit(3)"
+    job_id = ex.launch("fails", [PY, "-c", code], env={}, cwd=None)
+    info = wait_terminal(ex, job_id)
+    assert info.status == FAILED
+    assert info.exit_code == 3
+    assert info.error == "exit code 3"
+    assert "boom" in ex.log_tail(job_id)
+
+
+def test_command_not_found_fails_with_127(ex: LocalExecutor) -> None:
+    job_id = ex.launch("missing", ["/nonexistent/npa-no-such-binary"], env={}, cwd=None)
+    info = wait_terminal(ex, job_id)
+    assert info.status == FAILED
+    assert info.exit_code == 127
+    assert "cannot start" in (info.error or "")
+
+
+def test_env_and_cwd_passed_through(tmp_path: Path) -> None:
+    ex = LocalExecutor(tmp_path / "state", env={**os.environ, "BASE_VAR": "base"})
+    work = tmp_path / "work"
+    work.mkdir()
+    code = "import os; e = os.environ; print(e['JOB_VAR'], e['BASE_VAR'], e['NPA_LOCAL_JOB_ID'], os.getcwd())"
+    job_id = ex.launch("env", [PY, "-c", code], env={"JOB_VAR": "job-value"}, cwd=work)
+    info = wait_terminal(ex, job_id)
+    assert info.status == SUCCEEDED, ex.log_tail(job_id)
+    out = ex.log_tail(job_id).split()
+    assert out[:3] == ["job-value", "base", job_id]
+    assert Path(out[3]).resolve() == work.resolve()
+
+
+def test_statuses_batch_unknown_ids_absent(ex: LocalExecutor) -> None:
+    a = ex.launch("a", [PY, "-c", "pass"], env={}, cwd=None)
+    b = ex.launch("b", [PY, "-c", "import time; time.sleep(30)"], env={}, cwd=None)
+    wait_terminal(ex, a)
+    result = ex.statuses([a, b, "local-doesnotexist", "../etc/passwd"])
+    assert set(result) == {a, b}
+    assert result[a].status == SUCCEEDED
+    assert result[b].status == RUNNING
+    assert result[b].exit_code is None and result[b].ended_at is None
+
+
+def test_find_by_name_exact_match(ex: LocalExecutor) -> None:
+    first = ex.launch("run1.train.w0", [PY, "-c", "pass"], env={}, cwd=None)
+    other = ex.launch("run1.train.w0-extra", [PY, "-c", "pass"], env={}, cwd=None)
+    second = ex.launch("run1.train.w0", [PY, "-c", "pass"], env={}, cwd=None)
+    assert ex.find_by_name("run1.train.w0") == [first, second]
+    assert ex.find_by_name("run1.train.w0-extra") == [other]
+    assert ex.find_by_name("run1.train") == []
+    # Another instance on the same state dir sees the same jobs.
+    assert LocalExecutor(ex.state_dir).find_by_name("run1.train.w0") == [first, second]
+
+
+def test_cancel_kills_whole_group_including_grandchildren(ex: LocalExecutor, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = f"sleep 60 & echo $! $$ > {pids}.tmp; mv {pids}.tmp {pids}; sleep 60"
+    job_id = ex.launch("group", ["bash", "-c", script], env={}, cwd=None)
+    grandchild, shell = (int(p) for p in wait_for_file(pids).split())
+    record = json.loads((ex.jobs_dir / f"{job_id}.json").read_text())
+    wrapper = record["pid"]
+    assert alive(grandchild) and alive(shell) and alive(wrapper)
+    assert os.getpgid(grandchild) == record["pgid"]
+
+    started = time.monotonic()
+    assert ex.cancel([job_id]) == [job_id]
+    assert ex.wait_gone([job_id], timeout=5)
+    assert time.monotonic() - started < 2.0  # SIGTERM was enough, no grace wait
+    for pid in (grandchild, shell, wrapper):
+        assert not alive(pid), pid
+    info = ex.statuses([job_id])[job_id]
+    assert info.status == CANCELLED
+    assert info.ended_at is not None
+    assert LocalExecutor(ex.state_dir).statuses([job_id])[job_id].status == CANCELLED
+
+
+def test_cancel_escalates_to_sigkill(ex: LocalExecutor, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    # SIGTERM is ignored by the shell and (inherited) by its children.
+    script = f"trap '' TERM; sleep 60 & echo $! > {pids}.tmp; mv {pids}.tmp {pids}; sleep 60"
+    job_id = ex.launch("stubborn", ["bash", "-c", script], env={}, cwd=None)
+    grandchild = int(wait_for_file(pids))
+    started = time.monotonic()
+    ex.cancel([job_id], grace_seconds=0.5)
+    assert ex.wait_gone([job_id], timeout=5)
+    assert 0.4 < time.monotonic() - started < 3.0
+    assert not alive(grandchild)
+    assert ex.statuses([job_id])[job_id].status == CANCELLED
+
+
+def test_cancel_after_success_keeps_outcome(ex: LocalExecutor) -> None:
+    job_id = ex.launch("quick", [PY, "-c", "pass"], env={}, cwd=None)
+    wait_terminal(ex, job_id)
+    assert ex.cancel([job_id]) == []
+    assert ex.statuses([job_id])[job_id].status == SUCCEEDED
+
+
+def test_job_outcome_visible_from_another_process(tmp_path: Path) -> None:
+    """A job launched by a process that has exited still gets its exit code recorded."""
+    state = tmp_path / "state"
+    launcher = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from npa_workflow.local.executor import LocalExecutor
+        ex = LocalExecutor(Path({str(state)!r}))
+        print(ex.launch("detached", [sys.executable, "-c", "import time, sys; time.sleep(0.5); sys.exit(5)"],
+                        env={{}}, cwd=None))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": ENGINE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([PY, "-c", launcher], env=env, capture_output=True, text=True, timeout=30, check=True)
+    job_id = out.stdout.strip()
+    ex = LocalExecutor(state)
+    assert ex.statuses([job_id])[job_id].status == RUNNING
+    info = wait_terminal(ex, job_id)
+    assert info.status == FAILED
+    assert info.exit_code == 5
+    assert info.name == "detached"
+
+
+def test_lost_process_is_failed_not_running_forever(ex: LocalExecutor) -> None:
+    job_id = ex.launch("doomed", [PY, "-c", "import time; time.sleep(60)"], env={}, cwd=None)
+    record = json.loads((ex.jobs_dir / f"{job_id}.json").read_text())
+    # SIGKILL the wrapper and its child at once: nobody records an exit code.
+    os.killpg(record["pgid"], signal.SIGKILL)
+    assert ex.wait_gone([job_id], timeout=5)
+    fresh = LocalExecutor(ex.state_dir)  # as after a restart of the runner
+    info = fresh.statuses([job_id])[job_id]
+    assert info.status == FAILED
+    assert info.exit_code is None
+    assert info.error and info.error.startswith("process lost")
+    assert not (ex.jobs_dir / f"{job_id}.exit").exists()
+    # The verdict is durable.
+    assert json.loads((ex.jobs_dir / f"{job_id}.json").read_text())["status"] == FAILED
+
+
+def test_log_tail_returns_last_lines(ex: LocalExecutor) -> None:
+    code = "for i in range(5000): print(f'line {i}')"
+    job_id = ex.launch("chatty", [PY, "-c", code], env={}, cwd=None)
+    wait_terminal(ex, job_id)
+    tail = ex.log_tail(job_id, lines=3).splitlines()
+    assert tail == ["line 4997", "line 4998", "line 4999"]
+    assert ex.log_tail("local-unknown") == ""
+
+
+def test_empty_command_rejected(ex: LocalExecutor) -> None:
+    with pytest.raises(ValueError, match="empty command"):
+        ex.launch("empty", [], env={}, cwd=None)
