@@ -1,0 +1,695 @@
+"""`DynamoLedger`: the run ledger on one DynamoDB table (shapes and keys: `npa_workflow.ledger.items`).
+
+Every write that can race is conditional:
+
+- `put_run` only creates (a duplicate inbox event finds the run already there);
+- `begin_attempt` is the launch lock: the attempt item is created only if that attempt does not exist yet,
+  so of two concurrent launches exactly one wins and the other gets `AttemptExists` with the winner's item
+  (and reuses its job instead of submitting a second one);
+- `record_submission` never replaces a recorded job id with a different one (that would be a second job);
+- `mark_status` / `finish_attempt` never move an attempt out of a terminal status, so the watch pass, the
+  cleanup Task and the reap Lambda can race and only the first finish counts;
+- `put_watermark` never overwrites a satisfied watermark, so exactly one caller sees the trigger fire.
+
+Reads that decide a launch (`latest_attempt`, `get_attempt`) are strongly consistent; the index reads
+(`active_waves`, `active_watches`, `list_runs`) are eventually consistent, as GSIs are.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from npa_workflow.ledger import AttemptExists, LedgerConflict, LedgerNotFound
+from npa_workflow.ledger.items import (
+    ACTIVE,
+    RUNS,
+    TERMINAL_RUN,
+    TERMINAL_WAVE,
+    TRIGGER,
+    DecisionRecord,
+    DecisionSource,
+    ErrorCategory,
+    RunError,
+    RunRecord,
+    RunStatus,
+    TimelineEntry,
+    Watermark,
+    WaveAttempt,
+    WaveStatus,
+    decision_prefix,
+    key_part,
+    run_pk,
+    serialize,
+    utc_now,
+    watermark_sk,
+    wave_prefix,
+    wave_sk,
+)
+
+ACTIVE_INDEX = "active"
+RUNS_INDEX = "runs"
+TTL_ATTRIBUTE = "expires_at"
+_DECISION_SEQ_TRIES = 10
+_NOT_TERMINAL = "NOT #status IN (:t1, :t2, :t3)"
+_TERMINAL_VALUES = {f":t{i}": {"S": s.value} for i, s in enumerate(sorted(TERMINAL_WAVE), start=1)}
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _old_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item as it was when a condition failed (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    return exc.response.get("Item") or None
+
+
+class DynamoLedger:
+    """The ledger of every run, in table `table_name`.
+
+    `client`: a boto3 DynamoDB client; created on first use otherwise, honouring `AWS_ENDPOINT_URL`
+    (the local runtime's embedded moto). `retention_days`: when set, every item created gets a TTL
+    (`expires_at`) that many days ahead. `page_size`: the `Limit` of each Query page (tests use a small
+    one to exercise pagination); every list method follows `LastEvaluatedKey` to the end.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        *,
+        retention_days: int | None = None,
+        page_size: int | None = None,
+    ) -> None:
+        self.table_name = table_name
+        self._client = client
+        self.retention_days = retention_days
+        self.page_size = page_size
+
+    def __repr__(self) -> str:
+        return f"DynamoLedger(table_name={self.table_name!r})"
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("dynamodb", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+        return self._client
+
+    # ------------------------------------------------------------------------------------------ table
+
+    def create_table(self) -> bool:
+        """Create the table (local runtime and tests; CDK owns it in the cloud). False if it existed."""
+        string = "S"
+        try:
+            self.client.create_table(
+                TableName=self.table_name,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": name, "AttributeType": string}
+                    for name in ("pk", "sk", "active_pk", "active_sk", "runs_pk", "runs_sk")
+                ],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": index,
+                        "KeySchema": [
+                            {"AttributeName": f"{prefix}_pk", "KeyType": "HASH"},
+                            {"AttributeName": f"{prefix}_sk", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                    for index, prefix in ((ACTIVE_INDEX, "active"), (RUNS_INDEX, "runs"))
+                ],
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceInUseException":
+                return False
+            raise
+        self.client.get_waiter("table_exists").wait(
+            TableName=self.table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        try:
+            self.client.update_time_to_live(
+                TableName=self.table_name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+            )
+        except ClientError:  # an emulator without TTL: items simply never expire
+            pass
+        return True
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _expires_at(self) -> int | None:
+        if self.retention_days is None:
+            return None
+        return int(time.time()) + self.retention_days * 86400
+
+    def _key(self, run_id: str, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": run_pk(run_id)}, "sk": {"S": sk}}
+
+    def _get(self, run_id: str, sk: str) -> dict[str, Any] | None:
+        resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=True)
+        return resp.get("Item")
+
+    def _query(self, limit: int | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a Query, following LastEvaluatedKey; at most `limit` items when given."""
+        kwargs["TableName"] = self.table_name
+        seen = 0
+        while True:
+            page_limit = self.page_size
+            if limit is not None:
+                page_limit = min(page_limit or limit, limit - seen)
+            if page_limit:
+                kwargs["Limit"] = page_limit
+            resp = self.client.query(**kwargs)
+            for item in resp.get("Items", []):
+                yield item
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    def _update(
+        self, run_id: str, sk: str, expression: str, values: dict[str, Any], condition: str, **kwargs: Any
+    ) -> dict[str, Any]:
+        """UpdateItem returning the new item; raises ClientError (with the old item) when `condition` fails."""
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": self._key(run_id, sk),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **kwargs,
+        }
+        if values:
+            params["ExpressionAttributeValues"] = values
+        return self.client.update_item(**params)["Attributes"]
+
+    @staticmethod
+    def _timeline_value(status: str, note: str = "", at: str | None = None) -> dict[str, Any]:
+        entry = TimelineEntry(status=status, note=note, at=at or utc_now())
+        return serialize({"e": [entry.model_dump()]})["e"]
+
+    # ------------------------------------------------------------------------------------------ runs
+
+    def put_run(self, run: RunRecord) -> bool:
+        """Create the RUN item. False (nothing written) if the run already exists."""
+        if run.expires_at is None:
+            run = run.model_copy(update={"expires_at": self._expires_at()})
+        try:
+            self.client.put_item(
+                TableName=self.table_name, Item=run.to_item(), ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+        return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        item = self._get(run_id, "RUN")
+        return RunRecord.from_item(item) if item else None
+
+    def update_run_status(
+        self,
+        run_id: str,
+        status: RunStatus | str,
+        error: RunError | None = None,
+        *,
+        execution_arn: str | None = None,
+    ) -> RunRecord:
+        """Set the run's status. Terminal statuses stamp `ended_at`; RUNNING (a resumed run) clears
+        `ended_at` and `error`. Raises `LedgerNotFound` if there is no such run."""
+        status = RunStatus(status)
+        sets = ["#status = :status"]
+        removes: list[str] = []
+        values: dict[str, Any] = {":status": {"S": status.value}}
+        if status in TERMINAL_RUN:
+            sets.append("ended_at = :now")
+            values[":now"] = {"S": utc_now()}
+        else:
+            removes.append("ended_at")
+        if error is not None:
+            sets.append("#error = :error")
+            values[":error"] = serialize({"e": error.model_dump(exclude_none=True)})["e"]
+        elif status not in TERMINAL_RUN:
+            removes.append("#error")
+        if execution_arn:
+            sets.append("execution_arn = :arn")
+            values[":arn"] = {"S": execution_arn}
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        names = {"#status": "status"}
+        if "#error" in expression:
+            names["#error"] = "error"
+        try:
+            item = self._update(
+                run_id, "RUN", expression, values, "attribute_exists(pk)", ExpressionAttributeNames=names
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                raise LedgerNotFound(f"no run {run_id!r} in ledger {self.table_name}") from None
+            raise
+        return RunRecord.from_item(item)
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        """Runs, newest first (index `runs`; for the CLI)."""
+        items = self._query(
+            limit=limit,
+            IndexName=RUNS_INDEX,
+            KeyConditionExpression="runs_pk = :p",
+            ExpressionAttributeValues={":p": {"S": RUNS}},
+            ScanIndexForward=False,
+        )
+        return [RunRecord.from_item(i) for i in items]
+
+    # ------------------------------------------------------------------------------------------ waves
+
+    def begin_attempt(
+        self,
+        run_id: str,
+        wave_key: str,
+        *,
+        state: str,
+        attempt: int | None = None,
+        group: str | None = None,
+        iteration: int | None = None,
+        job_name: str | None = None,
+        task_token: str | None = None,
+        replayed: bool = False,
+        status: WaveStatus | str = WaveStatus.PENDING,
+        outputs: list[str] | None = None,
+        note: str = "",
+    ) -> WaveAttempt:
+        """Take the launch lock: create attempt `attempt` (default: the latest + 1) of the wave.
+
+        Raises `AttemptExists` (with `.existing`) if that attempt already exists: the caller must then
+        reuse the recorded job, never submit another. A launch Lambda passes the Task's own attempt number
+        (from the Step Functions retry count), so a retried Lambda invocation of the same Task lands on the
+        existing item, while an ASL `Retry` gets a fresh attempt. A replayed wave is begun with
+        `replayed=True, status=SUCCEEDED` and is never active.
+        """
+        if attempt is None:
+            latest = self.latest_attempt(run_id, wave_key)
+            attempt = latest.attempt + 1 if latest else 1
+        status = WaveStatus(status)
+        now = utc_now()
+        wave = WaveAttempt(
+            run_id=run_id,
+            wave_key=wave_key,
+            state=state,
+            group=group,
+            iteration=iteration,
+            attempt=attempt,
+            job_name=job_name,
+            task_token=task_token,
+            status=status,
+            replayed=replayed,
+            outputs=outputs or [],
+            timeline=[TimelineEntry(at=now, status=status.value, note=note or ("replayed" if replayed else "begin"))],
+            ended_at=now if status in TERMINAL_WAVE else None,
+            expires_at=self._expires_at(),
+        )
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=wave.to_item(),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+            old = _old_item(exc) or self._get(run_id, wave_sk(wave_key, attempt))
+            existing = WaveAttempt.from_item(old) if old else None
+            raise AttemptExists(
+                f"attempt {attempt} of wave {wave_key!r} of run {run_id!r} already exists", existing
+            ) from None
+        return wave
+
+    def get_attempt(self, run_id: str, wave_key: str, attempt: int) -> WaveAttempt | None:
+        item = self._get(run_id, wave_sk(wave_key, attempt))
+        return WaveAttempt.from_item(item) if item else None
+
+    def latest_attempt(self, run_id: str, wave_key: str) -> WaveAttempt | None:
+        """The highest-numbered attempt of the wave (strongly consistent), or None."""
+        resp = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":prefix": {"S": wave_prefix(wave_key)}},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = resp.get("Items", [])
+        return WaveAttempt.from_item(items[0]) if items else None
+
+    def attempts(self, run_id: str, wave_key: str | None = None) -> list[WaveAttempt]:
+        """Every WAVE item of the run (or of one wave), in key order: by wave key, then attempt."""
+        prefix = wave_prefix(wave_key) if wave_key is not None else "WAVE#"
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":prefix": {"S": prefix}},
+            ConsistentRead=True,
+        )
+        return [WaveAttempt.from_item(i) for i in items]
+
+    def _missing_or(self, exc: ClientError, run_id: str, wave_key: str, attempt: int) -> WaveAttempt:
+        """The attempt as it was when a condition failed; `LedgerNotFound` when it does not exist."""
+        if not _conditional_failed(exc):
+            raise exc
+        old = _old_item(exc) or self._get(run_id, wave_sk(wave_key, attempt))
+        if not old:
+            raise LedgerNotFound(f"no attempt {attempt} of wave {wave_key!r} of run {run_id!r}") from None
+        return WaveAttempt.from_item(old)
+
+    def record_submission(
+        self,
+        run_id: str,
+        wave_key: str,
+        attempt: int,
+        *,
+        job_id: str | None = None,
+        request_id: str | None = None,
+        job_name: str | None = None,
+        status: WaveStatus | str = WaveStatus.LAUNCHING,
+        note: str = "",
+    ) -> WaveAttempt:
+        """Record what the scheduler returned for the launch (request id first, job id once known).
+
+        Never replaces a different recorded job id (`LedgerConflict`: a second job for one attempt).
+        If the attempt is already terminal (e.g. reaped while launching), the ids are still recorded, so
+        cleanup can cancel the job by exact id, and `LedgerConflict` tells the caller to cancel it.
+        """
+        status = WaveStatus(status)
+        if status in TERMINAL_WAVE:
+            raise ValueError("record_submission takes a non-terminal status; use finish_attempt")
+        fields = {"job_id": job_id, "request_id": request_id, "job_name": job_name}
+        sets = [f"{k} = :{k}" for k, v in fields.items() if v is not None]
+        values: dict[str, Any] = {f":{k}": {"S": v} for k, v in fields.items() if v is not None}
+        job_guard = "(attribute_not_exists(job_id) OR job_id = :job_id)" if job_id else ""
+        status_sets = [
+            "#status = :status",
+            "submitted_at = if_not_exists(submitted_at, :now)",
+            "timeline = list_append(if_not_exists(timeline, :empty), :entry)",
+        ]
+        status_values = {
+            ":status": {"S": status.value},
+            ":now": {"S": utc_now()},
+            ":empty": {"L": []},
+            ":entry": self._timeline_value(status.value, note or self._submission_note(fields)),
+            **_TERMINAL_VALUES,
+        }
+        condition = " AND ".join(c for c in ("attribute_exists(pk)", _NOT_TERMINAL, job_guard) if c)
+        try:
+            item = self._update(
+                run_id,
+                wave_sk(wave_key, attempt),
+                "SET " + ", ".join(sets + status_sets),
+                {**values, **status_values},
+                condition,
+                ExpressionAttributeNames={"#status": "status"},
+            )
+            return WaveAttempt.from_item(item)
+        except ClientError as exc:
+            current = self._missing_or(exc, run_id, wave_key, attempt)
+        if job_id and current.job_id and current.job_id != job_id:
+            raise LedgerConflict(
+                f"attempt {attempt} of wave {wave_key!r} already has job {current.job_id}, not {job_id}", current
+            )
+        if sets:  # terminal already: keep the ids anyway so the job can be cancelled by exact id
+            try:
+                current = WaveAttempt.from_item(
+                    self._update(
+                        run_id,
+                        wave_sk(wave_key, attempt),
+                        "SET " + ", ".join(sets),
+                        values,
+                        " AND ".join(c for c in ("attribute_exists(pk)", job_guard) if c),
+                    )
+                )
+            except ClientError as exc:
+                current = self._missing_or(exc, run_id, wave_key, attempt)
+        raise LedgerConflict(
+            f"attempt {attempt} of wave {wave_key!r} is already {current.status.value}; cancel the submitted job",
+            current,
+        )
+
+    @staticmethod
+    def _submission_note(fields: dict[str, str | None]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in fields.items() if v and k != "job_name")
+
+    def set_token(self, run_id: str, wave_key: str, attempt: int, task_token: str) -> WaveAttempt:
+        """Store the task token of the Task now waiting on this attempt (a retried or redriven Task brings
+        a new one). Returns the attempt: if it is already terminal, the caller completes the token now."""
+        try:
+            item = self._update(
+                run_id,
+                wave_sk(wave_key, attempt),
+                "SET task_token = :token",
+                {":token": {"S": task_token}},
+                "attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            self._missing_or(exc, run_id, wave_key, attempt)
+            raise  # pragma: no cover - _missing_or raises for a missing item
+        return WaveAttempt.from_item(item)
+
+    def mark_status(
+        self, run_id: str, wave_key: str, attempt: int, status: WaveStatus | str, note: str = "",
+        at: str | None = None,
+    ) -> bool:
+        """Move a non-terminal attempt to another non-terminal status (LAUNCHING/RUNNING/UNKNOWN).
+
+        RUNNING stamps `started_at` once (`at`: when the job really started, if the scheduler says). Returns False when nothing changed: the attempt is terminal or
+        already has that status (the watch pass calls this every tick; the timeline gets changes only).
+        """
+        status = WaveStatus(status)
+        if status in TERMINAL_WAVE:
+            raise ValueError("mark_status takes a non-terminal status; use finish_attempt")
+        sets = ["#status = :status", "timeline = list_append(if_not_exists(timeline, :empty), :entry)"]
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":empty": {"L": []},
+            ":entry": self._timeline_value(status.value, note),
+            **_TERMINAL_VALUES,
+        }
+        if status is WaveStatus.RUNNING:
+            sets.append("started_at = if_not_exists(started_at, :now)")
+            values[":now"] = {"S": at or utc_now()}
+        try:
+            self._update(
+                run_id,
+                wave_sk(wave_key, attempt),
+                "SET " + ", ".join(sets),
+                values,
+                f"attribute_exists(pk) AND {_NOT_TERMINAL} AND #status <> :status",
+                ExpressionAttributeNames={"#status": "status"},
+            )
+        except ClientError as exc:
+            self._missing_or(exc, run_id, wave_key, attempt)
+            return False
+        return True
+
+    def finish_attempt(
+        self,
+        run_id: str,
+        wave_key: str,
+        attempt: int,
+        status: WaveStatus | str,
+        error: str | None = None,
+        error_category: ErrorCategory | str | None = None,
+        *,
+        outputs: list[str] | None = None,
+        note: str = "",
+        started_at: str | None = None,
+        ended_at: str | None = None,
+    ) -> bool:
+        """End the attempt (SUCCEEDED/FAILED/CANCELLED) and drop it from the `active` index.
+
+        `started_at`/`ended_at`: the job's own times when the scheduler reports them (a job can start
+        and end between two watch ticks); otherwise `ended_at` is now.
+
+        Conditional on the attempt not being terminal already: returns True for the one call that ended
+        it, False for every later one (watch pass, cleanup and reap may race). Raises `LedgerNotFound`
+        if the attempt does not exist.
+        """
+        status = WaveStatus(status)
+        if status not in TERMINAL_WAVE:
+            raise ValueError(f"finish_attempt takes a terminal status, got {status.value}")
+        sets = [
+            "#status = :status",
+            "ended_at = :now",
+            "timeline = list_append(if_not_exists(timeline, :empty), :entry)",
+        ]
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":now": {"S": ended_at or utc_now()},
+            ":empty": {"L": []},
+            ":entry": self._timeline_value(status.value, note or (error or "")[:200]),
+            **_TERMINAL_VALUES,
+        }
+        names = {"#status": "status"}
+        if error is not None:
+            sets.append("#error = :error")
+            values[":error"] = {"S": error}
+            names["#error"] = "error"
+        if error_category is not None:
+            sets.append("error_category = :category")
+            values[":category"] = {"S": ErrorCategory(error_category).value}
+        if started_at is not None:
+            sets.append("started_at = if_not_exists(started_at, :started)")
+            values[":started"] = {"S": started_at}
+        if outputs is not None:
+            sets.append("outputs = :outputs")
+            values[":outputs"] = serialize({"o": list(outputs)})["o"]
+        try:
+            self._update(
+                run_id,
+                wave_sk(wave_key, attempt),
+                "SET " + ", ".join(sets) + " REMOVE active_pk, active_sk",
+                values,
+                f"attribute_exists(pk) AND {_NOT_TERMINAL}",
+                ExpressionAttributeNames=names,
+            )
+        except ClientError as exc:
+            self._missing_or(exc, run_id, wave_key, attempt)
+            return False
+        return True
+
+    def append_timeline(
+        self, run_id: str, wave_key: str, attempt: int, status: str, note: str = "", at: str | None = None
+    ) -> None:
+        """Add one `{at, status, note}` entry to the attempt's timeline (e.g. a per-task scheduler event)."""
+        try:
+            self._update(
+                run_id,
+                wave_sk(wave_key, attempt),
+                "SET timeline = list_append(if_not_exists(timeline, :empty), :entry)",
+                {":empty": {"L": []}, ":entry": self._timeline_value(status, note, at)},
+                "attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            self._missing_or(exc, run_id, wave_key, attempt)
+
+    def active_waves(self, limit: int | None = None) -> list[WaveAttempt]:
+        """Every non-terminal wave attempt of every run: one Query on the sparse `active` index."""
+        items = self._query(
+            limit=limit,
+            IndexName=ACTIVE_INDEX,
+            KeyConditionExpression="active_pk = :p",
+            ExpressionAttributeValues={":p": {"S": ACTIVE}},
+        )
+        return [WaveAttempt.from_item(i) for i in items]
+
+    # ------------------------------------------------------------------------------------------ decisions
+
+    def record_decision(
+        self,
+        run_id: str,
+        state: str,
+        loops_key: str = "",
+        *,
+        uri: str,
+        raw: str | None = None,
+        decision: str | None = None,
+        source: DecisionSource = "artifact",
+        error: str | None = None,
+        read_at: str | None = None,
+    ) -> DecisionRecord:
+        """Append one decision read (next `seq` for this state and loops key; concurrent readers each get
+        their own seq). `raw` is truncated to 2000 characters."""
+        for _ in range(_DECISION_SEQ_TRIES):
+            latest = next(
+                self._query(
+                    limit=1,
+                    KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+                    ExpressionAttributeValues={
+                        ":pk": {"S": run_pk(run_id)},
+                        ":prefix": {"S": decision_prefix(state, loops_key)},
+                    },
+                    ScanIndexForward=False,
+                    ConsistentRead=True,
+                ),
+                None,
+            )
+            seq = DecisionRecord.from_item(latest).seq + 1 if latest else 1
+            record = DecisionRecord(
+                run_id=run_id,
+                state=state,
+                loops_key=loops_key,
+                seq=seq,
+                uri=uri,
+                raw=raw,
+                decision=decision,
+                source=source,
+                error=error,
+                read_at=read_at or utc_now(),
+                expires_at=self._expires_at(),
+            )
+            try:
+                self.client.put_item(
+                    TableName=self.table_name, Item=record.to_item(), ConditionExpression="attribute_not_exists(pk)"
+                )
+                return record
+            except ClientError as exc:
+                if not _conditional_failed(exc):
+                    raise
+        raise LedgerConflict(f"could not record a decision of {state!r} in run {run_id!r}: too much contention")
+
+    def decisions(self, run_id: str, state: str | None = None) -> list[DecisionRecord]:
+        """Every decision read of the run (or of one state), by state, loops key, then seq."""
+        prefix = "DECISION#" if state is None else f"DECISION#{key_part(state)}#"
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":prefix": {"S": prefix}},
+            ConsistentRead=True,
+        )
+        return [DecisionRecord.from_item(i) for i in items]
+
+    # ------------------------------------------------------------------------------------------ watermarks
+
+    def put_watermark(self, watermark: Watermark) -> bool:
+        """Write the latest observation of a trigger. A waiting watermark (token, not satisfied) is in the
+        `active` index under `TRIGGER`; writing `satisfied=True` or no token takes it out.
+
+        Never overwrites a satisfied watermark: returns False then. So when the S3 event and the watch
+        pass both see enough objects, exactly one gets True and completes the task token.
+        """
+        if watermark.expires_at is None:
+            watermark = watermark.model_copy(update={"expires_at": self._expires_at()})
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=watermark.to_item(),
+                ConditionExpression="attribute_not_exists(pk) OR satisfied = :false",
+                ExpressionAttributeValues={":false": {"BOOL": False}},
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+        return True
+
+    def watermark(self, run_id: str, state: str, loops_key: str = "") -> Watermark | None:
+        item = self._get(run_id, watermark_sk(state, loops_key))
+        return Watermark.from_item(item) if item else None
+
+    def active_watches(self, limit: int | None = None) -> list[Watermark]:
+        """Every trigger still waiting, across runs: one Query on the `active` index."""
+        items = self._query(
+            limit=limit,
+            IndexName=ACTIVE_INDEX,
+            KeyConditionExpression="active_pk = :p",
+            ExpressionAttributeValues={":p": {"S": TRIGGER}},
+        )
+        return [Watermark.from_item(i) for i in items]
