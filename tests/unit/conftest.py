@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Callable
 
 import pytest
+
 from npa_workflow.errors import SpecError
 from npa_workflow.spec.catalog import Catalog, load_catalog_text
 from npa_workflow.spec.load import load_spec_text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from npa_workflow.errors import SpecError
 from npa_workflow.spec.catalog import CATALOG_ENV, find_catalog, load_catalog_file, load_catalog_text
 from npa_workflow.spec.load import load_spec

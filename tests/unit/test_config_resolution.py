@@ -4,6 +4,7 @@ tool defaults and `--var` overrides."""
 from __future__ import annotations
 
 import pytest
+
 from npa_workflow.spec.config import resolve_config
 
 STATES = "states:\n  a: {run: {shell: x}, terminal: true}\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from npa_workflow.errors import SpecError
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.loader import DEFAULT_LIMITS, load_yaml_file, load_yaml_text

@@ -4,6 +4,7 @@ and --strict, and that a valid spec yields the typed model."""
 from __future__ import annotations
 
 import pytest
+
 from npa_workflow.errors import Problem, SpecError
 
 BROKEN = """\

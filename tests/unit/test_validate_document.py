@@ -122,6 +122,12 @@ def test_initial_defaults_to_first_state_and_must_exist(load, spec_error):
     )
 
 
+def test_initial_must_be_a_state_name(errors):
+    assert errors("initial: [a]\nstates:\n  a: {terminal: true}\n") == [
+        ("initial", "initial state ['a'] is not defined")
+    ]
+
+
 def test_at_least_one_terminal_state(spec_error):
     [problem] = spec_error("states:\n  a: {run: {shell: echo}}\n").problems
     assert (problem.path, problem.message) == ("states", "workflow must declare at least one terminal: true state")

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from npa_workflow.errors import SpecError
 from npa_workflow.spec.catalog import load_catalog_text
 from npa_workflow.spec.load import load_spec_text
@@ -104,6 +105,14 @@ def test_random_documents_with_spec_keys(document):
 @given(st.text(max_size=300))
 def test_random_text(text):
     check(text)
+
+
+@SETTINGS
+@given(st.integers(0, 2000), st.integers(0, 20), st.text(max_size=10))
+def test_spliced_valid_text(at, cut, insert):
+    text = dump(VALID)
+    at %= len(text)
+    check(text[:at] + insert + text[at + cut:])
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:

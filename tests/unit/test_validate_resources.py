@@ -114,6 +114,12 @@ def test_default_profile_applies_to_states_without_resources(errors):
     ]
 
 
+def test_a_defined_empty_profile_does_not_fall_back_to_default(load):
+    load("resources: {default: {num_nodes: 3}, small: {}}\n"
+         "states:\n  a: {run: {shell: x}, resources: small, terminal: true}\n  b: {run: {shell: x}, "
+         "multiNodeMode: sharded, terminal: true}\n")
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ("'{{loop.a}}'", "loop.* tokens are not allowed in resource profiles (loop.a)"),
     ("'{{state.a.uri}}'", "state.* tokens are not allowed in resource profiles (state.a.uri)"),

@@ -4,6 +4,7 @@ transitions, next and unknown keys. Loops are in test_validate_loops.py."""
 from __future__ import annotations
 
 import pytest
+
 from npa_workflow.spec.catalog import EMPTY_CATALOG
 
 DONE = "  done: {terminal: true}\n"
@@ -433,6 +434,13 @@ def test_unknown_nested_keys_are_warnings(load, snippet, path, message, hint):
     base = "run: {shell: x}, " if not snippet.startswith("run") else ""
     loaded = load(f"states:\n  a: {{{base}{snippet}, next: done}}\n" + DONE)
     assert [(w.path, w.message, w.hint) for w in loaded.warnings] == [(path, message, hint)]
+
+
+def test_null_nested_values_mean_not_set(errors):
+    assert errors("states:\n  a: {run: {shell: null}, trigger: {uri: null}, next: done}\n" + DONE) == [
+        ("states.a.run", "empty run block"),
+        ("states.a.trigger.uri", "trigger.uri is required"),
+    ]
 
 
 def test_null_values_mean_not_set(load):

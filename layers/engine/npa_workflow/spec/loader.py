@@ -124,15 +124,8 @@ def load_yaml_text(text: str, file: str = "", limits: Limits = DEFAULT_LIMITS) -
     """Parse one YAML document. Empty (or null) → {}. Raises SpecError naming the file and the reason."""
     if len(text) > limits.max_bytes or len(text.encode("utf-8", errors="replace")) > limits.max_bytes:
         raise _too_large(limits, file)
-    loader = _Loader(text)
     try:
-        _check_depth(text, limits)
-        node = loader.get_single_node()
-        if node is None:
-            return {}
-        _check_expansion(node, limits)
-        document = loader.construct_document(node)
-        return {} if document is None else document
+        document = _parse(text, limits)
     except _LimitExceeded as exc:
         raise SpecError.single("$", f"YAML rejected: {exc}", exc.hint, file) from None
     except _KeyNotString as exc:
@@ -144,6 +137,18 @@ def load_yaml_text(text: str, file: str = "", limits: Limits = DEFAULT_LIMITS) -
         raise SpecError.single("$", f"not valid YAML{where}: {problem}", "", file) from None
     except yaml.YAMLError as exc:
         raise SpecError.single("$", f"not valid YAML: {exc}", "", file) from None
+    return {} if document is None else document
+
+
+def _parse(text: str, limits: Limits) -> Any:
+    _check_depth(text, limits)
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, limits)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
 

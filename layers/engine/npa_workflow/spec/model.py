@@ -1,18 +1,19 @@
 """The typed spec model (pydantic v2). Field aliases accept the camelCase and snake_case forms.
 
 The model captures *shape*; rules that span fields or states live in `validate.py`. Unknown
-keys are kept in `model_extra` so validation can warn about them ("did you mean ...").
+keys of nested mappings (run, loop, trigger, ...) are kept in `model_extra` so validation can
+warn about them ("did you mean ...").
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, field_validator
 
 # Integer fields that may also name a config key (`loop.max`, `parallelCount`, trigger ints) keep
 # the raw YAML value; `ints.resolve_int` reads it, so a bool or float is reported, not coerced.
-IntRef = Any
+IntRef = Annotated[Any, WithJsonSchema({"type": ["integer", "string", "null"]})]
 
 API_VERSIONS = ("npa.workflow/v0.0.1", "npa.workflow/v0.0.1-beta")
 PREDICATES = ("promote_checkpoint", "loop_back")

@@ -68,6 +68,14 @@ def render_scalar(value: Any, where: str) -> str:
     )
 
 
+def output_index(out: str) -> int | None:
+    """0-based output of `state.NAME.<out>`: `uri` is the first, `output_N` the N-th (1-based)."""
+    if out == "uri":
+        return 0
+    number = out[len("output_"):] if out.startswith("output_") else ""
+    return int(number) - 1 if number.isascii() and number.isdigit() and int(number) >= 1 else None
+
+
 def _lookup(scope: str, key: str, ctx: TokenContext) -> Any | None:
     """Returns the value, or raises TokenError. None means 'leave verbatim' (tolerated)."""
     if scope == "config":
@@ -96,11 +104,8 @@ def _lookup(scope: str, key: str, ctx: TokenContext) -> Any | None:
             f"unknown state token: state.{key}",
             f"state '{name}' has not produced outputs before this step",
         )
-    if out == "uri":
-        index = 0
-    elif out.startswith("output_") and out[7:].isdigit() and int(out[7:]) >= 1:
-        index = int(out[7:]) - 1
-    else:
+    index = output_index(out)
+    if index is None:
         raise TokenError(f"unknown state token: state.{key}", "use state.NAME.uri or state.NAME.output_N")
     if index >= len(uris):
         if ctx.tolerate_unknown_state:

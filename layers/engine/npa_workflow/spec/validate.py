@@ -23,7 +23,15 @@ from npa_workflow.spec.graph import find_cycle
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
 from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
 from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
-from npa_workflow.spec.tokens import TOKEN_RE, TokenContext, TokenError, find_suspicious, resolve_deep, resolve_text
+from npa_workflow.spec.tokens import (
+    TOKEN_RE,
+    TokenContext,
+    TokenError,
+    find_suspicious,
+    output_index,
+    resolve_deep,
+    resolve_text,
+)
 
 MAX_CONCURRENCY_LIMIT = 64
 MAX_NUM_NODES = 32
@@ -241,7 +249,7 @@ def _parse_states(raw: dict[str, Any], c: _Collector) -> tuple[list[str], dict[s
             if key not in STATE_KEYS:
                 c.warn(join(path, key), f"unknown state key '{key}' in state '{name}' is ignored",
                        _did_you_mean(key, STATE_KEYS))
-        fields = {k: v for k, v in state_raw.items() if v is not None and k in STATE_KEYS}  # null = not set
+        fields = _without_nulls({k: v for k, v in state_raw.items() if k in STATE_KEYS})
         _precheck_state(fields, path, c)
         try:
             state = State.model_validate(fields)
@@ -268,6 +276,11 @@ def _parts(st: State) -> Iterator[tuple[str, str, Any]]:
             yield join(key, i), key[:-1], artifact
 
 
+def _without_nulls(mapping: dict[str, Any]) -> dict[str, Any]:
+    """A key whose value is null counts as not set (`next:` with nothing after it)."""
+    return {k: v for k, v in mapping.items() if v is not None}
+
+
 def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
     """Checks whose messages are clearer than pydantic's. Offending values are dropped."""
     for key in ("run", "trigger", "loop"):
@@ -276,6 +289,8 @@ def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
                     {"run": "write 'run: {shell: \"...\"}' or 'run: {argv: [...]}'",
                      "trigger": "write 'trigger: {uri: s3://bucket/prefix/}'",
                      "loop": "write 'loop: {max: 3}'"}[key])
+        elif key in fields:
+            fields[key] = _without_nulls(fields[key])
     if "parallel" in fields:
         members = fields["parallel"]
         if not isinstance(members, list):
@@ -307,7 +322,7 @@ def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
             if not isinstance(item, dict) or not item.get("goto"):
                 c.error(join(path, "transitions", i), "transition needs goto",
                         "write '- {when: promote_checkpoint, goto: STATE}'")
-        fields["transitions"] = [t for t in items if isinstance(t, dict) and t.get("goto")]
+        fields["transitions"] = [_without_nulls(t) for t in items if isinstance(t, dict) and t.get("goto")]
     for key in ("inputs", "outputs"):
         if key not in fields:
             continue
@@ -318,7 +333,7 @@ def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not str(item.get("uri") or "").strip():
                 c.warn(join(path, key, i), f"{key} item without a uri is ignored", "give it 'uri: s3://...'")
-        fields[key] = [a for a in items if isinstance(a, dict) and str(a.get("uri") or "").strip()]
+        fields[key] = [_without_nulls(a) for a in items if isinstance(a, dict) and str(a.get("uri") or "").strip()]
 
 
 # --- per-state rules ------------------------------------------------------------------------
@@ -376,10 +391,10 @@ def _tool_hint(tool_ref: str, catalog: Catalog) -> str:
 
 def _check_references(name: str, st: State, names: list[str], run_ctx: RunContext, c: _Collector) -> None:
     p = join("states", name)
-    for key, label in (("sequence", "sequence"), ("needs", "needs")):
+    for key in ("sequence", "needs"):
         for i, ref in enumerate(getattr(st, key)):
             if ref not in names:
-                c.error(join(p, key, i), f"unknown {label} '{ref}'", _name_hint(ref, names))
+                c.error(join(p, key, i), f"unknown {key} '{ref}'", _name_hint(ref, names))
     if st.next and st.next not in names:
         c.error(join(p, "next"), f"next state '{st.next}' is not defined", _name_hint(st.next, names))
     for i, t in enumerate(st.transitions):
@@ -479,7 +494,7 @@ def _check_executable(
                 _did_you_mean(st.resources, profiles) or "define it under top-level 'resources'")
     if st.multi_node_mode not in ("forbidden", "sharded"):
         c.error(join(p, "multiNodeMode"), f"multiNodeMode must be 'forbidden' or 'sharded', got {st.multi_node_mode!r}")
-    profile = profiles.get(st.resources) or profiles.get("default") or {}
+    profile = profiles[st.resources] if st.resources in profiles else profiles.get("default", {})
     try:
         nodes = _num_nodes(profile.get("num_nodes", 1), run_ctx)
     except (IntFieldError, TokenError):
@@ -527,11 +542,12 @@ def _check_state_refs(text: str, path: str, states: dict[str, State], names: lis
             continue
         ref = match.group("key")
         target, _, out = ref.partition(".")
+        index = output_index(out)
         if target not in names:
             c.error(path, f"unknown state token: state.{ref} (no state named '{target}')", _name_hint(target, names))
-        elif not (out == "uri" or (out.startswith("output_") and out[7:].isdigit() and int(out[7:]) >= 1)):
+        elif index is None:
             c.error(path, f"unknown state token: state.{ref}", "use state.NAME.uri or state.NAME.output_N")
-        elif target in states and (0 if out == "uri" else int(out[7:]) - 1) >= len(states[target].outputs):
+        elif target in states and index >= len(states[target].outputs):
             c.error(path, f"unknown state token: state.{ref}",
                     f"state '{target}' declares {len(states[target].outputs)} output(s)")
 
