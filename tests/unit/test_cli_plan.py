@@ -11,8 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from npa_workflow.cli.app import app
 from typer.testing import CliRunner
+
+from npa_workflow.cli.app import app
 
 HEADER = """\
 apiVersion: npa.workflow/v0.0.1

@@ -221,7 +221,9 @@ def test_no_poll_loops_anywhere():
 
 def test_illegal_state_names_are_mapped_and_the_original_kept_in_the_comment():
     long = "x" * 90
-    m = compiled(f"states:\n  'a b:c': {{run: {{shell: x}}, next: {long}}}\n  {long}: {{run: {{shell: y}}, terminal: true}}\n")
+    m = compiled(
+        f"states:\n  'a b:c': {{run: {{shell: x}}, next: {long}}}\n  {long}: {{run: {{shell: y}}, terminal: true}}\n"
+    )
     s = states_of(m)
     names = list(s)
     assert all(is_legal(n) for n in names)

@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from npa_workflow import decisions
 from npa_workflow.decisions import LOOP_BACK, PROMOTE, DecisionError, decision_from_body, normalize, predicate
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
+
 from npa_workflow.ledger import (
     AttemptExists,
     DecisionRecord,

@@ -12,8 +12,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import npa_workflow
 import pytest
+
+import npa_workflow
 from npa_workflow.local.executor import (
     CANCELLED,
     FAILED,

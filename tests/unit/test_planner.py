@@ -6,6 +6,7 @@ import json
 import textwrap
 
 import pytest
+
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.planner import build_plan, run_context, step_limit
 from npa_workflow.plan.steps import decision_uri

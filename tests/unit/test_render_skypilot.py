@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from npa_workflow.plan.model import PlanStep, Wave
 from npa_workflow.render import (
     SECRET_PLACEHOLDER,

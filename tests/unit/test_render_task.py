@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from npa_workflow.plan.model import PlanStep
 from npa_workflow.render import portable_task
 from npa_workflow.render.task import step_image

@@ -20,6 +20,7 @@ from types import ModuleType
 
 import pytest
 import yaml
+
 from npa_workflow.adapters.skypilot_api import (
     API_VERSION,
     DEFAULT_USER_ID,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+
 from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import batches, build_waves, concurrency_limit
 from npa_workflow.spec.load import load_spec_text

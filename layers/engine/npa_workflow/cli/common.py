@@ -14,7 +14,7 @@ from npa_workflow.spec.validate import LoadedSpec
 
 CatalogOpt = Annotated[
     Path | None,
-    typer.Option("--catalog", help="Tool catalog YAML (default: $NPA_WORKFLOW_CATALOG, else tools.yaml beside the spec)"),
+    typer.Option("--catalog", help="Tool catalog YAML (default: $NPA_WORKFLOW_CATALOG, else tools.yaml by the spec)"),
 ]
 VarOpt = Annotated[
     list[str] | None,
@@ -24,7 +24,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-plan)")]
 AssumeOpt = Annotated[
     str | None,
-    typer.Option("--assume-decision", help="Decision to assume at every decision point: promote_checkpoint | loop_back"),
+    typer.Option("--assume-decision", help="Decision assumed at every decision point: promote_checkpoint | loop_back"),
 ]
 MaxConcurrencyOpt = Annotated[
     int, typer.Option("--max-concurrency", min=0, help="Cap on every group's concurrency (0 = no cap)")

@@ -373,11 +373,11 @@ class _Compiler:
         if distributed:
             self.distributed.append(name)
             state["ItemProcessor"]["ProcessorConfig"] = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+            members_key = f"States.Format('runs/{{}}/groups/{self.group_keys[name]}.json', $.run.run_id)"
             state["ItemReader"] = {
                 "Resource": "arn:aws:states:::s3:getObject",
                 "ReaderConfig": {"InputType": "JSON"},
-                "Parameters": {"Bucket.$": "$.run.bucket",
-                               "Key.$": f"States.Format('runs/{{}}/groups/{self.group_keys[name]}.json', $.run.run_id)"},
+                "Parameters": {"Bucket.$": "$.run.bucket", "Key.$": members_key},
             }
             state["ToleratedFailureCount"] = 0
         else:

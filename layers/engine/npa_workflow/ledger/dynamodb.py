@@ -470,8 +470,9 @@ class DynamoLedger:
     ) -> bool:
         """Move a non-terminal attempt to another non-terminal status (LAUNCHING/RUNNING/UNKNOWN).
 
-        RUNNING stamps `started_at` once (`at`: when the job really started, if the scheduler says). Returns False when nothing changed: the attempt is terminal or
-        already has that status (the watch pass calls this every tick; the timeline gets changes only).
+        RUNNING stamps `started_at` once (`at`: when the job really started, if the scheduler says).
+        Returns False when nothing changed: the attempt is terminal or already has that status (the
+        watch pass calls this every tick; the timeline gets changes only).
         """
         status = WaveStatus(status)
         if status in TERMINAL_WAVE:
