@@ -344,14 +344,15 @@ def test_job_name_truncation_keeps_attempt_suffix() -> None:
     run_id = "run-" + "x" * 80
     plain = job_name(run_id, 5, "stage", None, 1)
     assert len(plain) == 60
-    assert plain == run_id[:60]
+    assert plain.startswith(run_id[:40])
     retry = job_name(run_id, 5, "stage", 2, 12)
     assert len(retry) <= 60
     assert retry.endswith("-a12")
-    assert retry == run_id[:56] + "-a12"
+    # Truncated names keep a digest of the whole name: two waves of a long run id never share a name.
+    assert job_name(run_id, 5, "train", None, 1) != job_name(run_id, 5, "gate", None, 1)
     # truncation never leaves a dangling dash before the suffix
     dashy = job_name("a" * 55 + "-" * 10, 1, "s", None, 3)
-    assert dashy == "a" * 55 + "-a3"
+    assert dashy.startswith("a" * 40) and dashy.endswith("-a3") and "--" not in dashy
     for name in (plain, retry, dashy):
         assert re.fullmatch(r"[a-z0-9_-]+", name)
 

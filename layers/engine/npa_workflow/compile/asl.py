@@ -112,7 +112,12 @@ class _Compiler:
         if self.opt.max_wait_seconds > 0:
             task["TimeoutSeconds"] = self.opt.max_wait_seconds
         if self.opt.heartbeat_seconds > 0:
-            task["HeartbeatSeconds"] = self.opt.heartbeat_seconds
+            # Step Functions rejects a heartbeat that is not shorter than the timeout.
+            heartbeat = self.opt.heartbeat_seconds
+            if self.opt.max_wait_seconds > 0:
+                heartbeat = min(heartbeat, self.opt.max_wait_seconds - 1)
+            if heartbeat > 0:
+                task["HeartbeatSeconds"] = heartbeat
         retry = []
         if self.opt.retries > 0:
             retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": self.opt.retries,
@@ -166,7 +171,8 @@ class _Compiler:
         task["ResultPath"] = "$.decision"
         task["Next"] = target
         task["Comment"] = f"read and record the decision for '{spec_state}' ({purpose})"
-        self.states[name] = task
+        # A missing or malformed decision fails the run through cleanup, like a failed wave.
+        self.states[name] = self.with_catch(task, name, spec_state)
         return name
 
     def transitions_choice(self, name_asl: str, st: State, default: str | None, cont: str | None) -> str:

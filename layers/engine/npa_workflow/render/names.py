@@ -6,6 +6,7 @@ looks up; a wave key is the resume identity of one wave (or one batch of a group
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -37,14 +38,18 @@ def is_env_name(text: str) -> bool:
 def job_name(run_id: str, counter: int, label: str, iteration: int | None, attempt: int) -> str:
     """`<run_id>-<NN>-<label>[-<iteration>]`, lower-cased, unsafe chars → `-`, trimmed, ≤60 chars.
 
-    Attempts after the first append `-a<attempt>`; truncation cuts the base, never the suffix.
+    Attempts after the first append `-a<attempt>`; truncation cuts the base, never the suffix, and
+    adds a short digest of the full base so two long names never collide (launch adopts by name).
     """
     base = f"{run_id}-{counter:02d}-{label}"
     if iteration is not None:
         base += f"-{iteration}"
     base = safe_name(base.lower()).strip("-")
     suffix = f"-a{attempt}" if attempt > 1 else ""
-    base = base[: JOB_NAME_MAX - len(suffix)].rstrip("-")
+    if len(base) + len(suffix) > JOB_NAME_MAX:
+        digest = hashlib.sha256(base.encode("utf-8")).hexdigest()[:8]
+        suffix = f"-{digest}{suffix}"
+        base = base[: JOB_NAME_MAX - len(suffix)].rstrip("-")
     return f"{base}{suffix}"
 
 
