@@ -1,0 +1,96 @@
+"""cleanup and reap: never leave a job running after a failure, a timeout or an abort.
+
+`cleanup` is the Catch target inside an execution: it cancels every active job of the run by
+exact id, waits until the scheduler confirms they ended, and returns the root cause (the
+first failed wave's recorded error — Step Functions may not carry it: moto drops `cause`).
+`reap` does the same for an execution stopped from outside (EventBridge status change).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from npa_workflow.engine.context import Engine
+from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveStatus
+
+
+def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
+    """Cancel every active wave of the run; returns the job ids cancelled (confirmed)."""
+    waves = [w for w in engine.ledger.active_waves() if w.run_id == run_id]
+    job_ids = [w.job_id for w in waves if w.job_id]
+    if job_ids:
+        engine.executor.cancel(job_ids)
+        confirmed = engine.executor.confirm_cancelled(job_ids, engine.cancel_confirm_seconds)
+        if not confirmed:
+            reason += " (cancel requested; not yet confirmed by the scheduler)"
+    for w in waves:
+        status = WaveStatus.CANCELLED if w.job_id else WaveStatus.FAILED
+        engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, status, reason, ErrorCategory.CANCELLED)
+    for mark in engine.ledger.active_watches():
+        if mark.run_id == run_id:
+            engine.ledger.put_watermark(mark.model_copy(update={"task_token": None}))
+    return job_ids
+
+
+def _root_cause(engine: Engine, run_id: str) -> tuple[str, str] | None:
+    failed = [w for w in engine.ledger.attempts(run_id)
+              if w.status == WaveStatus.FAILED and w.error and w.error_category != ErrorCategory.CANCELLED]
+    if not failed:
+        return None
+    first = min(failed, key=lambda w: w.ended_at or "")
+    return first.state, first.error or ""
+
+
+def _readable_cause(cause: str) -> str:
+    """A Lambda error arrives as its JSON error body: keep the message a person can act on."""
+    try:
+        body = json.loads(cause)
+    except ValueError:
+        return cause
+    if isinstance(body, dict) and body.get("errorMessage"):
+        return str(body["errorMessage"])
+    return cause
+
+
+def leave_running(engine: Engine, run_id: str, reason: str) -> list[str]:
+    """--no-cancel-on-timeout: end the attempts in the ledger (so reap skips them) but keep the jobs."""
+    waves = [w for w in engine.ledger.active_waves() if w.run_id == run_id]
+    for w in waves:
+        engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.FAILED, reason,
+                                     ErrorCategory.TIMEOUT)
+    return [w.job_id for w in waves if w.job_id]
+
+
+def cleanup(engine: Engine, event: dict[str, Any]) -> dict[str, str]:
+    run_id, owner = event["run_id"], event["state"]
+    error = event.get("error") or {}
+    error_name = str(error.get("Error") or "States.Runtime")
+    cause = _readable_cause(str(error.get("Cause") or ""))
+    timed_out = error_name in ("States.Timeout", "States.HeartbeatTimeout")
+    run = engine.runs.load(run_id)
+    if timed_out and not run.options.cancel_on_timeout:
+        reason = f"state '{owner}' timed out; its job is left running (--no-cancel-on-timeout)"
+        leave_running(engine, run_id, reason)
+        cancelled: list[str] = []
+    else:
+        reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
+        cancelled = cancel_active(engine, run_id, reason)
+    root = _root_cause(engine, run_id)
+    if timed_out:
+        jobs = ", ".join(cancelled) or "none"
+        state, message = owner, f"state '{owner}' timed out ({error_name}); cancelled job(s): {jobs}"
+    elif root is not None:
+        state, message = root
+    else:
+        state, message = owner, cause or f"state '{owner}' failed with {error_name}"
+    engine.ledger.update_run_status(run_id, RunStatus.FAILED, RunError(state=state, message=message))
+    return {"error": error_name, "cause": message}
+
+
+def reap(engine: Engine, run_id: str, reason: str, status: RunStatus = RunStatus.ABORTED) -> list[str]:
+    cancelled = cancel_active(engine, run_id, reason)
+    run = engine.ledger.get_run(run_id)
+    if run is not None and run.status == RunStatus.RUNNING:
+        engine.ledger.update_run_status(run_id, status, RunError(state=None, message=reason))
+    return cancelled

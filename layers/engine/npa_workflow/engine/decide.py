@@ -1,0 +1,59 @@
+"""decide: read, record and normalize the decision a loop or a branch follows.
+
+The contract (language reference §4): the URI is the state's decision output, else its
+state-scoped `decision_uri`, else the global one. A missing artifact falls back to the
+run's assumption when one was given (recorded as `assume_decision_fallback`) and fails the
+run otherwise; `executionMode: runtime` specs never fall back. A malformed artifact fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npa_workflow import decisions
+from npa_workflow.engine.context import Engine
+from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing
+from npa_workflow.engine.visits import decision_uri_of, visit_of
+
+
+def decide(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
+    run = engine.runs.load(event["run_id"])
+    visit = visit_of(run, event["state"], event.get("loops"))
+    spec = run.loaded.spec
+    st = spec.states[visit.state]
+    current = decisions.normalize(event.get("current") or "")
+    assumption = "" if spec.runtime_only else decisions.normalize(run.options.assume_decision)
+    # A looped sequence reads only through its writer; a transitions child may have read already.
+    reads = event.get("purpose") == "transitions" or st.writes_decision
+    if event.get("purpose") == "loop" and current:
+        return {"decision": current, "source": "earlier_read"}
+    if not reads:
+        return {"decision": assumption, "source": "assumption" if assumption else "none"}
+    uri = decision_uri_of(run, visit)
+    if not uri:
+        return {"decision": assumption, "source": "assumption" if assumption else "none"}
+    if not uri.startswith("s3://") or "/" not in uri[5:]:
+        message = f"state '{visit.state}': decision uri {uri!r}: expected s3:// URI"
+        engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, error=message)
+        raise DecisionMalformed(message)
+    body = engine.store.get(uri)
+    if body is None:
+        if assumption:
+            engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, decision=assumption,
+                                          source="assume_decision_fallback")
+            return {"decision": assumption, "source": "assume_decision_fallback"}
+        message = f"state '{visit.state}': decision artifact {uri} does not exist"
+        if spec.runtime_only:
+            message += " (executionMode: runtime allows no assumed decision)"
+        engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, error=message)
+        raise DecisionMissing(message)
+    raw_text = body.decode("utf-8", errors="replace")
+    try:
+        _, value = decisions.decision_from_body(body, uri)
+    except decisions.DecisionError as exc:
+        message = f"state '{visit.state}': {exc}"
+        engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, raw=raw_text,
+                                      error=message)
+        raise DecisionMalformed(message) from None
+    engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, raw=raw_text, decision=value)
+    return {"decision": value, "source": "artifact"}

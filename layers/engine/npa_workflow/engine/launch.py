@@ -1,0 +1,110 @@
+"""launch: the Task of every wave. Submits the wave's job once, records (job id, token), returns.
+
+Idempotent by the ledger's launch lock: a retried Lambda call or a redriven execution adopts
+the recorded attempt (new token, same job); a wave already succeeded in this run is replayed
+(the token completes at once); only a Step Functions `Retry` after a failure opens a new attempt.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from npa_workflow.engine import errors
+from npa_workflow.engine.context import Engine
+from npa_workflow.engine.ports import JobRequest, SubmitError
+from npa_workflow.engine.runs import FrozenRun
+from npa_workflow.engine.visits import Visit, step_of, visit_of
+from npa_workflow.ledger import AttemptExists, ErrorCategory, LedgerConflict, WaveAttempt, WaveStatus
+from npa_workflow.render import job_name
+from npa_workflow.render.skypilot import render_batch
+
+_SUBMIT_FAILURES = {
+    "configuration": (errors.WAVE_CONFIGURATION_FAILED, ErrorCategory.CONFIGURATION),
+    "infrastructure": (errors.WAVE_INFRASTRUCTURE_FAILED, ErrorCategory.INFRASTRUCTURE),
+}
+
+
+def launch(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
+    run = engine.runs.load(event["run_id"])
+    visit = visit_of(run, event["state"], event.get("loops"), event.get("group", ""))
+    token = event["token"]
+    latest = engine.ledger.latest_attempt(visit.run_id, visit.wave_key)
+    if latest is not None and latest.status == WaveStatus.SUCCEEDED:
+        # Resume or redrive: the wave's work is done; record the replay, complete the token.
+        engine.ledger.append_timeline(visit.run_id, visit.wave_key, latest.attempt, "REPLAYED",
+                                      note=str(event.get("execution", "")))
+        engine.callbacks.succeed(token, {"state": visit.state, "replayed": True})
+        return {"wave_key": visit.wave_key, "attempt": latest.attempt, "replayed": True}
+    if latest is not None and latest.status not in (WaveStatus.FAILED, WaveStatus.CANCELLED):
+        return _adopt(engine, run, visit, latest, token)
+    attempt = 1 if latest is None else latest.attempt + 1
+    step = step_of(run, visit)
+    try:
+        record = engine.ledger.begin_attempt(
+            visit.run_id, visit.wave_key, state=visit.state, attempt=attempt, group=visit.group or None,
+            iteration=visit.iteration, job_name=_job_name(visit, attempt), task_token=token,
+            outputs=[o["uri"] for o in step.outputs],
+        )
+    except AttemptExists as exc:
+        return _adopt(engine, run, visit, exc.existing, token)
+    return _submit(engine, run, visit, record, token)
+
+
+def _job_name(visit: Visit, attempt: int) -> str:
+    label = visit.state + (f"-{visit.loops_key.replace('=', '')}" if visit.loops_key else "")
+    return job_name(visit.run_id, 1, label, None, attempt)
+
+
+def _submit(engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, token: str) -> dict[str, Any]:
+    step = step_of(run, visit)
+    name = record.job_name or _job_name(visit, record.attempt)
+    env = {
+        **engine.job_env,
+        "NPA_WORKFLOW_RUN_ID": visit.run_id,
+        "NPA_WORKFLOW_STATE": visit.state,
+        "NPA_WORKFLOW_ATTEMPT": str(record.attempt),
+        "NPA_WORKFLOW_WAVE_KEY": visit.wave_key,
+    }
+    doc = render_batch(
+        [step], name=name, workflow=run.loaded.spec.name, run_id=visit.run_id, fence_sequence=record.attempt,
+        attempt=record.attempt, secret_names=run.options.secret_names, extra_env=dict(engine.job_env),
+    )
+    request = JobRequest(
+        name=name, step=step, task_yaml=doc, env=env, secret_names=run.options.secret_names,
+        workdir=Path(run.options.workdir) if run.options.workdir else None,
+    )
+    try:
+        submission = engine.executor.submit(request)
+    except SubmitError as exc:
+        error_name, category = _SUBMIT_FAILURES[exc.category]
+        message = f"state '{visit.state}': could not launch: {exc}"
+        engine.ledger.finish_attempt(visit.run_id, visit.wave_key, record.attempt, WaveStatus.FAILED, message,
+                                     category)
+        engine.callbacks.fail(token, error_name, message)
+        return {"wave_key": visit.wave_key, "attempt": record.attempt, "error": message}
+    try:
+        engine.ledger.record_submission(
+            visit.run_id, visit.wave_key, record.attempt, job_id=submission.job_id,
+            request_id=submission.request_id, job_name=name,
+        )
+    except LedgerConflict:
+        # The run was stopped while we submitted: the job must not outlive it.
+        if submission.job_id:
+            engine.executor.cancel([submission.job_id])
+        raise
+    return {"wave_key": visit.wave_key, "attempt": record.attempt, "job_id": submission.job_id}
+
+
+def _adopt(engine: Engine, run: FrozenRun, visit: Visit, attempt: WaveAttempt, token: str) -> dict[str, Any]:
+    """A second launch of a live attempt (Lambda retry, redrive, resume): keep its job, take the new token."""
+    updated = engine.ledger.set_token(visit.run_id, visit.wave_key, attempt.attempt, token)
+    if updated.job_id is None and updated.request_id is None:
+        # The first launch died between taking the lock and recording a job. Submit only if the
+        # scheduler has no job of this exact name; several means we cannot tell: leave it to the watch.
+        found = engine.executor.find_by_name(updated.job_name or _job_name(visit, attempt.attempt))
+        if not found:
+            return _submit(engine, run, visit, updated, token)
+        if len(found) == 1:
+            engine.ledger.record_submission(visit.run_id, visit.wave_key, attempt.attempt, job_id=found[0])
+    return {"wave_key": visit.wave_key, "attempt": attempt.attempt, "adopted": True, "job_id": updated.job_id}

@@ -1,0 +1,98 @@
+"""A run's frozen inputs: the spec text, the catalog text and the run options, stored under
+`runs/<run-id>/` in the engine bucket when the run starts, so every function of the run
+reads the same spec however the original file changes later."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from npa_workflow.engine.errors import RunNotFound
+from npa_workflow.engine.ports import ObjectStore
+from npa_workflow.spec.catalog import EMPTY_CATALOG, load_catalog_text
+from npa_workflow.spec.config import RunContext, resolve_config
+from npa_workflow.spec.loader import load_yaml_text
+from npa_workflow.spec.validate import LoadedSpec, validate_document
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    assume_decision: str = ""  # the fallback for a missing decision artifact ("" = none: fail)
+    secret_names: tuple[str, ...] = ()
+    workdir: str = ""  # local runs: the spec's folder, where step commands run
+    cancel_on_timeout: bool = True
+    max_wait_seconds: int = 3600
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "assume_decision": self.assume_decision,
+            "secret_names": list(self.secret_names),
+            "workdir": self.workdir,
+            "cancel_on_timeout": self.cancel_on_timeout,
+            "max_wait_seconds": self.max_wait_seconds,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RunOptions:
+        return cls(
+            assume_decision=doc.get("assume_decision", ""),
+            secret_names=tuple(doc.get("secret_names", ())),
+            workdir=doc.get("workdir", ""),
+            cancel_on_timeout=doc.get("cancel_on_timeout", True),
+            max_wait_seconds=int(doc.get("max_wait_seconds", 3600)),
+        )
+
+
+@dataclass(frozen=True)
+class FrozenRun:
+    run_id: str
+    loaded: LoadedSpec
+    variables: dict[str, str]
+    options: RunOptions
+    run_ctx: RunContext = field(repr=False)
+
+
+class RunStore:
+    def __init__(self, store: ObjectStore, bucket: str) -> None:
+        self.store = store
+        self.bucket = bucket
+        self._cache: dict[str, FrozenRun] = {}
+        self._lock = threading.Lock()
+
+    def uri(self, run_id: str, name: str) -> str:
+        return f"s3://{self.bucket}/runs/{run_id}/{name}"
+
+    def freeze(
+        self, run_id: str, spec_text: str, catalog_text: str, variables: dict[str, str], options: RunOptions
+    ) -> None:
+        self.store.put(self.uri(run_id, "spec.yaml"), spec_text.encode("utf-8"))
+        self.store.put(self.uri(run_id, "tools.yaml"), catalog_text.encode("utf-8"))
+        doc = {"run_id": run_id, "vars": variables, "options": options.to_json()}
+        self.store.put(self.uri(run_id, "run.json"), json.dumps(doc, indent=2).encode("utf-8"))
+
+    def put_group_members(self, run_id: str, group_key: str, members: list[str]) -> None:
+        """Members of a Distributed Map group, read by its S3 ItemReader."""
+        self.store.put(self.uri(run_id, f"groups/{group_key}.json"), json.dumps(members).encode("utf-8"))
+
+    def load(self, run_id: str) -> FrozenRun:
+        with self._lock:
+            if run_id in self._cache:
+                return self._cache[run_id]
+        doc_body = self.store.get(self.uri(run_id, "run.json"))
+        spec_body = self.store.get(self.uri(run_id, "spec.yaml"))
+        if doc_body is None or spec_body is None:
+            raise RunNotFound(f"run {run_id!r} has no frozen spec under {self.uri(run_id, '')}")
+        doc = json.loads(doc_body)
+        catalog_body = self.store.get(self.uri(run_id, "tools.yaml")) or b""
+        catalog = load_catalog_text(catalog_body.decode("utf-8"), "tools.yaml") if catalog_body.strip() \
+            else EMPTY_CATALOG
+        variables = {str(k): str(v) for k, v in doc.get("vars", {}).items()}
+        raw = load_yaml_text(spec_body.decode("utf-8"), "spec.yaml")
+        loaded = validate_document(raw, file="spec.yaml", catalog=catalog, overrides=variables)
+        run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, run_id, loaded.spec.run)
+        frozen = FrozenRun(run_id, loaded, variables, RunOptions.from_json(doc.get("options", {})), run_ctx)
+        with self._lock:
+            self._cache[run_id] = frozen
+        return frozen

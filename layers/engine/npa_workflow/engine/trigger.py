@@ -1,0 +1,70 @@
+"""trigger: wait for objects under a prefix before a state's work, on a task token.
+
+Events first (S3 Object Created → `on_object_created`), polling second (the watch pass
+re-counts every waiting prefix). A satisfied watermark is never waited for again in the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npa_workflow.engine.context import Engine
+from npa_workflow.engine.errors import StepNotResolvable
+from npa_workflow.engine.runs import FrozenRun
+from npa_workflow.engine.visits import Visit, visit_of
+from npa_workflow.ledger import Watermark
+from npa_workflow.spec.effective import effective_config
+from npa_workflow.spec.ints import IntFieldError, resolve_bounded
+from npa_workflow.spec.tokens import TokenContext, TokenError, resolve_text
+
+
+def _watch_target(run: FrozenRun, visit: Visit) -> tuple[str, int]:
+    st = run.loaded.spec.states[visit.state]
+    if st.trigger is None:
+        raise StepNotResolvable(f"state '{visit.state}' has no trigger")
+    try:
+        eff = effective_config(st, run.run_ctx.config, run.run_ctx.run, visit.loops)
+        uri = resolve_text(st.trigger.uri, TokenContext(config=eff, run=run.run_ctx.run, loops=visit.loops))
+        minimum = resolve_bounded(st.trigger.min_objects, run.run_ctx.config, "minObjects", 1, 1)
+    except (TokenError, IntFieldError) as exc:
+        raise StepNotResolvable(f"state '{visit.state}': trigger: {exc}") from None
+    return uri, minimum
+
+
+def _recount(engine: Engine, mark: Watermark) -> bool:
+    """Count again; when satisfied, record it (once) and complete the waiting token."""
+    listing = engine.store.count(mark.uri, mark.min_objects)
+    satisfied = listing.count >= mark.min_objects
+    updated = mark.model_copy(update={
+        "objects": listing.count, "sample": listing.sample[:5], "polls": mark.polls + 1, "satisfied": satisfied,
+    })
+    changed = engine.ledger.put_watermark(updated)
+    if satisfied and changed and mark.task_token:
+        engine.callbacks.succeed(mark.task_token, {"state": mark.state, "objects": listing.count})
+    return satisfied and changed
+
+
+def trigger(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
+    run = engine.runs.load(event["run_id"])
+    visit = visit_of(run, event["state"], event.get("loops"), event.get("group", ""))
+    token = event["token"]
+    existing = engine.ledger.watermark(visit.run_id, visit.state, visit.loops_key)
+    if existing is not None and existing.satisfied:
+        engine.callbacks.succeed(token, {"state": visit.state, "objects": existing.objects, "replayed": True})
+        return {"state": visit.state, "satisfied": True, "replayed": True}
+    uri, minimum = _watch_target(run, visit)
+    mark = Watermark(run_id=visit.run_id, state=visit.state, loops_key=visit.loops_key, uri=uri,
+                     min_objects=minimum, task_token=token, polls=existing.polls if existing else 0)
+    satisfied = _recount(engine, mark)
+    return {"state": visit.state, "uri": uri, "satisfied": satisfied}
+
+
+def recount_watches(engine: Engine) -> int:
+    """The watch pass's polling half: re-count every waiting prefix. Returns how many completed."""
+    return sum(1 for mark in engine.ledger.active_watches() if _recount(engine, mark))
+
+
+def on_object_created(engine: Engine, bucket: str, key: str) -> int:
+    """An S3 event: complete the watches whose prefix holds the new object."""
+    uri = f"s3://{bucket}/{key}"
+    return sum(1 for mark in engine.ledger.active_watches() if uri.startswith(mark.uri) and _recount(engine, mark))

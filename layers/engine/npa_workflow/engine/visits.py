@@ -1,0 +1,81 @@
+"""One visit of a state by the state machine: which loop iteration, which wave, which step.
+
+The state machine sends loop counters under safe keys (`l1`, `l2`); a visit turns them back
+into loop names, derives the wave key (state + counters + leaf iteration: the identity that
+makes launches idempotent and resume replay work) and resolves the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from npa_workflow.compile.asl import loop_keys
+from npa_workflow.engine.errors import StepNotResolvable
+from npa_workflow.engine.runs import FrozenRun
+from npa_workflow.plan.model import PlanStep
+from npa_workflow.plan.steps import decision_uri, resolve_step
+from npa_workflow.spec.tokens import TokenError
+
+
+@dataclass(frozen=True)
+class Visit:
+    run_id: str
+    state: str
+    group: str
+    loops: dict[str, int]  # loop state name → current iteration (only loops that have started)
+    iteration: int | None
+
+    @property
+    def loops_key(self) -> str:
+        return ",".join(f"{name}={n}" for name, n in sorted(self.loops.items()))
+
+    @property
+    def wave_key(self) -> str:
+        key = self.state
+        if self.loops_key:
+            key += f"|{self.loops_key}"
+        return key
+
+
+def visit_of(run: FrozenRun, state: str, raw_loops: Mapping[str, int] | None, group: str = "") -> Visit:
+    spec = run.loaded.spec
+    if state not in spec.states:
+        raise StepNotResolvable(f"state {state!r} is not in the spec of run {run.run_id}")
+    names = {key: name for name, key in loop_keys(spec).items()}
+    loops = {names[k]: int(v) for k, v in (raw_loops or {}).items() if k in names and int(v) > 0}
+    st = spec.states[state]
+    iteration = loops.get(state) if st.loop is not None and not st.sequence else None
+    return Visit(run.run_id, state, group, loops, iteration)
+
+
+def _outputs_now(run: FrozenRun, visit: Visit) -> dict[str, list[str]]:
+    """Outputs of every other state as they resolve at this point (for `{{state.X.uri}}`)."""
+    outputs: dict[str, list[str]] = {}
+    for name in run.loaded.spec.states:
+        if name == visit.state:
+            continue
+        try:
+            step = resolve_step(run.loaded, name, run.run_ctx, loops=visit.loops, state_outputs={})
+        except TokenError:
+            continue
+        outputs[name] = [o["uri"] for o in step.outputs]
+    return outputs
+
+
+def step_of(run: FrozenRun, visit: Visit) -> PlanStep:
+    try:
+        return resolve_step(
+            run.loaded, visit.state, run.run_ctx, loops=visit.loops, state_outputs=_outputs_now(run, visit),
+            iteration=visit.iteration, group=visit.group,
+        )
+    except TokenError as exc:
+        raise StepNotResolvable(f"state {visit.state!r}: {exc.message}") from None
+
+
+def decision_uri_of(run: FrozenRun, visit: Visit) -> str:
+    try:
+        return decision_uri(run.loaded, visit.state, run.run_ctx, loops=visit.loops,
+                            state_outputs=_outputs_now(run, visit))
+    except TokenError as exc:
+        raise StepNotResolvable(f"state {visit.state!r}: decision uri: {exc.message}") from None

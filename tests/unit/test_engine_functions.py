@@ -1,0 +1,219 @@
+"""The engine functions on real parts: moto S3 and DynamoDB in-process, real subprocess jobs.
+
+Task callbacks are recorded through our own TaskCallbacks port (the state machine itself is
+exercised end to end in tests/e2e); everything else is the code the Lambdas run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from npa_workflow.adapters.s3_store import S3Store
+from npa_workflow.engine.cleanup import cleanup, reap
+from npa_workflow.engine.context import Engine
+from npa_workflow.engine.decide import decide
+from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing
+from npa_workflow.engine.launch import launch
+from npa_workflow.engine.runs import RunOptions, RunStore
+from npa_workflow.engine.trigger import on_object_created, trigger
+from npa_workflow.engine.watch import watch_pass
+from npa_workflow.ledger import DynamoLedger, RunRecord, WaveStatus
+from npa_workflow.local.job_executor import LocalJobExecutor
+
+PY = sys.executable
+SPEC = f"""
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {{name: t}}
+config:
+  bucket: data
+  decision_uri: "s3://data/decision.json"
+states:
+  work:
+    run: {{argv: ["{PY}", "-c", "{{{{config.code}}}}"]}}
+    outputs: [{{uri: "s3://data/out/{{{{loop.refine}}}}.txt"}}]
+    params: {{code: "pass"}}
+  refine: {{sequence: [work, gate], loop: {{max: 2, until: promote_checkpoint}}, next: route}}
+  gate: {{run: {{shell: "true"}}, writesDecision: true, outputs: [{{uri: "s3://data/gate.json", schema: decision}}]}}
+  route:
+    run: {{shell: "true"}}
+    transitions: [{{when: promote_checkpoint, goto: done}}]
+    next: done
+  wait:
+    trigger: {{uri: "s3://data/landing/", minObjects: 2}}
+    run: {{shell: "true"}}
+    next: done
+  done: {{run: {{shell: "true"}}, terminal: true}}
+"""
+
+
+class RecordingCallbacks:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, object]] = []
+
+    def succeed(self, token, output):
+        self.calls.append(("succeed", token, output))
+        return True
+
+    def fail(self, token, error, cause):
+        self.calls.append(("fail", token, (error, cause)))
+        return True
+
+    def heartbeat(self, token):
+        self.calls.append(("heartbeat", token, None))
+        return True
+
+    def outcomes(self, token):
+        return [c for c in self.calls if c[1] == token and c[0] != "heartbeat"]
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch):
+    dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in dummy.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        for bucket in ("engine", "data"):
+            s3.create_bucket(Bucket=bucket)
+        ledger = DynamoLedger("ledger")
+        ledger.create_table()
+        store = S3Store(s3)
+        eng = Engine(ledger=ledger, runs=RunStore(store, "engine"), store=store,
+                     executor=LocalJobExecutor(tmp_path / "jobs", cancel_grace_seconds=1.0),
+                     callbacks=RecordingCallbacks(), cancel_confirm_seconds=10)
+        yield eng
+
+
+def start(engine: Engine, run_id: str = "r1", **options) -> None:
+    engine.runs.freeze(run_id, SPEC, "", {}, RunOptions(**options))
+    engine.ledger.put_run(RunRecord(run_id=run_id, workflow="t"))
+
+
+def settle(engine: Engine, token: str, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        watch_pass(engine)
+        done = engine.callbacks.outcomes(token)
+        if done:
+            return done
+        time.sleep(0.1)
+    raise AssertionError(f"token {token} never completed")
+
+
+def test_a_wave_succeeds_only_with_its_declared_output(engine):
+    start(engine)
+    event = {"run_id": "r1", "state": "work", "loops": {"l1": 1}, "token": "t1"}
+    first = launch(engine, event)
+    assert first["attempt"] == 1 and first["job_id"]
+    [(kind, _, (error, cause))] = settle(engine, "t1")
+    assert (kind, error) == ("fail", "Wave.Failed")
+    assert "completed without declared output(s): s3://data/out/1.txt" in cause
+    # Step Functions retries: a new attempt, and this time the output exists.
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    second = launch(engine, {**event, "token": "t2"})
+    assert second["attempt"] == 2
+    [(kind, _, _)] = settle(engine, "t2")
+    assert kind == "succeed"
+    attempts = engine.ledger.attempts("r1")
+    assert [(a.attempt, a.status) for a in attempts] == [(1, WaveStatus.FAILED), (2, WaveStatus.SUCCEEDED)]
+
+
+def test_a_second_launch_of_a_live_wave_adopts_its_job(engine):
+    start(engine)
+    engine.runs.freeze("r2", SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"'), "", {},
+                       RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="r2", workflow="t"))
+    event = {"run_id": "r2", "state": "work", "loops": {"l1": 1}, "token": "t1"}
+    first = launch(engine, event)
+    again = launch(engine, {**event, "token": "t2"})
+    assert again["adopted"] is True and again["job_id"] == first["job_id"]
+    assert engine.ledger.latest_attempt("r2", "work|refine=1").task_token == "t2"
+    assert len(engine.ledger.attempts("r2")) == 1
+    cancelled = reap(engine, "r2", "test stopped the run")
+    assert cancelled == [first["job_id"]]
+    assert engine.ledger.latest_attempt("r2", "work|refine=1").status == WaveStatus.CANCELLED
+
+
+def test_a_succeeded_wave_is_replayed_not_relaunched(engine):
+    start(engine)
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    event = {"run_id": "r1", "state": "work", "loops": {"l1": 1}, "token": "t1"}
+    launch(engine, event)
+    settle(engine, "t1")
+    replay = launch(engine, {**event, "token": "t9"})
+    assert replay["replayed"] is True
+    assert engine.callbacks.outcomes("t9")[0][0] == "succeed"
+    assert len(engine.ledger.attempts("r1")) == 1
+
+
+def test_decide_reads_and_records_the_artifact(engine):
+    start(engine)
+    engine.store.put("s3://data/gate.json", json.dumps({"decision": "promote"}).encode())
+    out = decide(engine, {"run_id": "r1", "state": "gate", "loops": {"l1": 1}, "purpose": "loop", "current": ""})
+    assert out["decision"] == "promote_checkpoint"
+    [record] = engine.ledger.decisions("r1")
+    assert (record.uri, record.decision, record.source) == ("s3://data/gate.json", "promote_checkpoint", "artifact")
+
+
+def test_a_missing_artifact_falls_back_only_to_a_given_assumption(engine):
+    start(engine, "with", assume_decision="promote")
+    out = decide(engine, {"run_id": "with", "state": "route", "loops": {}, "purpose": "transitions"})
+    assert out == {"decision": "promote_checkpoint", "source": "assume_decision_fallback"}
+    assert engine.ledger.decisions("with")[0].source == "assume_decision_fallback"
+    start(engine, "without")
+    with pytest.raises(DecisionMissing, match="s3://data/decision.json does not exist"):
+        decide(engine, {"run_id": "without", "state": "route", "loops": {}, "purpose": "transitions"})
+
+
+def test_a_malformed_artifact_fails_naming_the_uri(engine):
+    start(engine, assume_decision="promote")
+    engine.store.put("s3://data/decision.json", b"{not json")
+    with pytest.raises(DecisionMalformed, match="s3://data/decision.json is not valid JSON"):
+        decide(engine, {"run_id": "r1", "state": "route", "loops": {}, "purpose": "transitions"})
+    assert engine.ledger.decisions("r1")[0].error
+
+
+def test_runtime_mode_specs_never_use_the_assumption(engine):
+    spec = SPEC.replace("metadata: {name: t}", "metadata: {name: t, executionMode: runtime}")
+    engine.runs.freeze("rt", spec, "", {}, RunOptions(assume_decision="promote"))
+    with pytest.raises(DecisionMissing, match="executionMode: runtime"):
+        decide(engine, {"run_id": "rt", "state": "route", "loops": {}, "purpose": "transitions"})
+
+
+def test_trigger_waits_for_objects_then_completes_once(engine):
+    start(engine)
+    out = trigger(engine, {"run_id": "r1", "state": "wait", "loops": {}, "token": "tw"})
+    assert out["satisfied"] is False and out["uri"] == "s3://data/landing/"
+    engine.store.put("s3://data/landing/a", b"1")
+    assert on_object_created(engine, "data", "landing/a") == 0
+    engine.store.put("s3://data/landing/b", b"2")
+    assert on_object_created(engine, "data", "landing/b") == 1
+    watch_pass(engine)  # the polling half must not complete the token a second time
+    assert [c[0] for c in engine.callbacks.outcomes("tw")] == ["succeed"]
+    mark = engine.ledger.watermark("r1", "wait")
+    assert mark.satisfied and mark.objects == 2
+    again = trigger(engine, {"run_id": "r1", "state": "wait", "loops": {}, "token": "tw2"})
+    assert again["replayed"] is True  # a satisfied watch is not waited for again
+
+
+def test_cleanup_cancels_the_running_job_and_returns_the_root_cause(engine):
+    spec = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
+    engine.runs.freeze("r3", spec, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="r3", workflow="t"))
+    started = launch(engine, {"run_id": "r3", "state": "work", "loops": {"l1": 1}, "token": "t1"})
+    result = cleanup(engine, {"run_id": "r3", "state": "work", "loops": {"l1": 1},
+                              "error": {"Error": "States.Timeout", "Cause": None}})
+    assert result["error"] == "States.Timeout" and "timed out" in result["cause"]
+    assert started["job_id"] in result["cause"]
+    info = engine.executor.local.statuses([started["job_id"]])[started["job_id"]]
+    assert info.status == "CANCELLED"
+    assert engine.ledger.get_run("r3").status == "FAILED"
