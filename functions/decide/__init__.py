@@ -1,0 +1,1 @@
+"""The decide Lambda: read and record a decision artifact."""

@@ -1,0 +1,35 @@
+"""decide: read, record and normalize the decision a loop exit or a branch follows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from npa_workflow.engine.decide import decide
+from npa_workflow.engine.wiring import engine_from_environment
+
+logger = Logger(service="npa-workflow-decide")
+
+
+class DecideEvent(BaseModel):
+    """The `<state>.decide` Task's payload (compile/asl.py `decide`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    state: str
+    purpose: str = ""
+    loops: dict[str, int] = Field(default_factory=dict)
+    execution: str = ""
+
+
+@logger.inject_lambda_context(correlation_id_path="run_id")
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    request = parse(event=event, model=DecideEvent)
+    result = decide(engine_from_environment(), request.model_dump())
+    logger.info("decision read", extra={"state": request.state, "purpose": request.purpose, **result})
+    return result

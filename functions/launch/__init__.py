@@ -1,0 +1,1 @@
+"""The launch Lambda: the Task of every wave."""

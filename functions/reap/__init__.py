@@ -1,0 +1,1 @@
+"""The reap Lambda: cancels the jobs of an execution that ended FAILED, TIMED_OUT or ABORTED."""

@@ -1,0 +1,61 @@
+"""reap: an execution ended FAILED, TIMED_OUT or ABORTED (EventBridge "Step Functions Execution Status
+Change"): cancel every job of its run by exact id. The run id is the execution's input `run.run_id`
+(the execution name for the first execution of a run; a resumed run's executions are `<run-id>-r<n>`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict
+
+from npa_workflow.engine.cleanup import reap
+from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.ledger import RunStatus
+
+logger = Logger(service="npa-workflow-reap")
+metrics = Metrics(namespace="npa-workflow", service="reap")
+ENDED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+
+
+class ExecutionStatusChange(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    executionArn: str  # noqa: N815 - the event's own field names
+    name: str
+    status: str
+    input: str | None = None
+
+
+class ExecutionStatusChangeEvent(EventBridgeModel):
+    detail: ExecutionStatusChange
+
+
+def run_id_of(detail: ExecutionStatusChange) -> str:
+    try:
+        doc = json.loads(detail.input or "")
+        run_id = doc["run"]["run_id"]
+        if isinstance(run_id, str) and run_id:
+            return run_id
+    except (ValueError, TypeError, KeyError):
+        pass
+    return detail.name
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(correlation_id_path="id")
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    change = parse(event=event, model=ExecutionStatusChangeEvent).detail
+    if change.status not in ENDED:
+        return {"execution": change.executionArn, "status": change.status, "cancelled": []}
+    run_id = run_id_of(change)
+    reason = f"execution {change.name} ended {change.status}"
+    cancelled = reap(engine_from_environment(), run_id, reason, status=RunStatus(change.status))
+    metrics.add_metric(name="JobsReaped", unit=MetricUnit.Count, value=len(cancelled))
+    logger.info("execution reaped", extra={"run_id": run_id, "status": change.status, "cancelled": cancelled})
+    return {"execution": change.executionArn, "run_id": run_id, "status": change.status, "cancelled": cancelled}

@@ -1,0 +1,51 @@
+"""trigger: two events, one engine module.
+
+- the `<state>.trigger` Task (waitForTaskToken): register the watch on the state's prefix;
+- an EventBridge S3 "Object Created" event: complete the watches whose prefix holds the new object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import S3EventNotificationEventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from npa_workflow.engine.trigger import on_object_created, trigger
+from npa_workflow.engine.wiring import engine_from_environment
+
+logger = Logger(service="npa-workflow-trigger")
+
+
+class TriggerEvent(BaseModel):
+    """The `<state>.trigger` Task's payload (compile/asl.py `_with_trigger`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    state: str
+    token: str = Field(repr=False)
+    loops: dict[str, int] = Field(default_factory=dict)
+    group: str = ""
+    execution: str = ""
+
+
+def _is_object_created(event: dict[str, Any]) -> bool:
+    return event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created"
+
+
+@logger.inject_lambda_context(correlation_id_path="id || run_id")
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if _is_object_created(event):
+        created = parse(event=event, model=S3EventNotificationEventBridgeModel)
+        bucket, key = created.detail.bucket.name, created.detail.object.key
+        completed = on_object_created(engine_from_environment(), bucket, key)
+        logger.info("object created", extra={"bucket": bucket, "key": key, "completed": completed})
+        return {"bucket": bucket, "key": key, "completed": completed}
+    request = parse(event=event, model=TriggerEvent)
+    result = trigger(engine_from_environment(), request.model_dump())
+    logger.info("trigger registered", extra=result)
+    return result

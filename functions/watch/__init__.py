@@ -1,0 +1,1 @@
+"""The watch Lambda: one pass over every active wave and trigger (scheduled every minute)."""

@@ -1,0 +1,29 @@
+"""watch: one pass over every active wave (one executor call) and every waiting trigger.
+
+Scheduled every minute by EventBridge; the event itself carries nothing the pass needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from npa_workflow.engine.watch import watch_pass
+from npa_workflow.engine.wiring import engine_from_environment
+
+logger = Logger(service="npa-workflow-watch")
+metrics = Metrics(namespace="npa-workflow", service="watch")
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(correlation_id_path="id")
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    report = watch_pass(engine_from_environment())
+    result = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(report)
+    metrics.add_metric(name="ActiveWaves", unit=MetricUnit.Count, value=result.get("active", 0))
+    logger.info("watch pass", extra=result)
+    return result

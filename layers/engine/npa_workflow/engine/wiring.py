@@ -1,0 +1,181 @@
+"""`engine_from_environment()`: the `Engine` a Lambda handler (or the local runtime) works with, built
+from environment variables and cached per process (a warm Lambda reuses its clients).
+
+Variables:
+
+- `NPA_WORKFLOW_LEDGER_TABLE` (required): the ledger's DynamoDB table;
+- `NPA_WORKFLOW_BUCKET` (required): the engine bucket (frozen runs under `runs/<run-id>/`);
+- `NPA_WORKFLOW_EXECUTOR`: `local` (subprocess jobs, the local runtime) or `skypilot` (default: jobs on
+  the SkyPilot API server at `SKYPILOT_API_SERVER_ENDPOINT`, token from `SKYPILOT_TOKEN_SECRET_ARN` or
+  `SKYPILOT_SERVICE_ACCOUNT_TOKEN`; step secrets from the JSON secret `NPA_WORKFLOW_SECRETS_ARN`, else
+  the environment);
+- `NPA_WORKFLOW_RETENTION_DAYS`: ledger items expire after this many days (DynamoDB TTL);
+- `NPA_WORKFLOW_LOCAL_STATE_DIR`: where local jobs keep their records (default `$NPA_WORKFLOW_HOME`,
+  else `.npa-workflow` in the current directory);
+- `AWS_ENDPOINT_URL`: set by the local runtime to its embedded moto server; every client uses it and
+  local jobs get it with dummy credentials, so their steps reach the local S3.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from npa_workflow.engine.context import Engine
+from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
+from npa_workflow.engine.runs import RunStore
+
+LEDGER_TABLE_ENV = "NPA_WORKFLOW_LEDGER_TABLE"
+BUCKET_ENV = "NPA_WORKFLOW_BUCKET"
+EXECUTOR_ENV = "NPA_WORKFLOW_EXECUTOR"
+LOCAL_STATE_DIR_ENV = "NPA_WORKFLOW_LOCAL_STATE_DIR"
+HOME_ENV = "NPA_WORKFLOW_HOME"
+RETENTION_DAYS_ENV = "NPA_WORKFLOW_RETENTION_DAYS"
+STEP_SECRETS_ARN_ENV = "NPA_WORKFLOW_SECRETS_ARN"
+EXECUTORS = ("local", "skypilot")
+DEFAULT_REGION = "us-east-1"
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, ...], Engine] = {}
+
+
+class WiringError(RuntimeError):
+    """The environment does not describe an engine (a variable is missing or wrong)."""
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise WiringError(f"environment variable {name} is not set (the function's configuration must set it)")
+    return value
+
+
+def local_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    explicit = env.get(LOCAL_STATE_DIR_ENV, "").strip()
+    if explicit:
+        return Path(explicit)
+    return Path(env.get(HOME_ENV, "").strip() or ".npa-workflow")
+
+
+def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint,
+    that endpoint, dummy credentials and a region."""
+    env = os.environ if env is None else env
+    python_dir = str(Path(sys.executable).parent)
+    path = env.get("PATH", "")
+    job_env = {"PATH": python_dir + (os.pathsep + path if path else "")}
+    endpoint = env.get("AWS_ENDPOINT_URL", "").strip()
+    if endpoint:
+        region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or DEFAULT_REGION
+        job_env.update(AWS_ENDPOINT_URL=endpoint, AWS_DEFAULT_REGION=region, AWS_REGION=region, **DUMMY_CREDENTIALS)
+    return job_env
+
+
+def _cache_key(env: Mapping[str, str]) -> tuple[str, ...]:
+    names = (LEDGER_TABLE_ENV, BUCKET_ENV, EXECUTOR_ENV, LOCAL_STATE_DIR_ENV, HOME_ENV, "AWS_ENDPOINT_URL",
+             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV)
+    return tuple(env.get(n, "") for n in names)
+
+
+def engine_from_environment(env: Mapping[str, str] | None = None) -> Engine:
+    """The engine described by `env` (default: the process environment); one per distinct configuration."""
+    env = os.environ if env is None else env
+    key = _cache_key(env)
+    with _lock:
+        engine = _cache.get(key)
+        if engine is None:
+            engine = _build(env)
+            _cache[key] = engine
+        return engine
+
+
+def clear_cache() -> None:
+    """Forget every cached engine (tests; the local runtime between runs on different endpoints)."""
+    with _lock:
+        _cache.clear()
+
+
+def _build(env: Mapping[str, str]) -> Engine:
+    import boto3
+
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
+    from npa_workflow.ledger import DynamoLedger
+
+    table = _required(env, LEDGER_TABLE_ENV)
+    bucket = _required(env, BUCKET_ENV)
+    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    if kind not in EXECUTORS:
+        raise WiringError(f"{EXECUTOR_ENV}={kind!r}: expected one of {', '.join(EXECUTORS)}")
+    endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
+    region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None
+    if endpoint and not region:
+        region = DEFAULT_REGION
+    # Clients are created here, once, from one session: creating clients is not thread-safe, using them is.
+    session = boto3.session.Session(region_name=region)
+    store = S3Store(session.client("s3", endpoint_url=endpoint))
+    retention = env.get(RETENTION_DAYS_ENV, "").strip()
+    ledger = DynamoLedger(table, session.client("dynamodb", endpoint_url=endpoint),
+                          retention_days=int(retention) if retention.isdigit() else None)
+    callbacks = SfnCallbacks(session.client("stepfunctions", endpoint_url=endpoint))
+    if kind == "skypilot":
+        executor: JobExecutor = LazyExecutor(lambda: _skypilot_executor(env, session))
+        job_env: dict[str, str] = {}
+    else:
+        from npa_workflow.local.job_executor import LocalJobExecutor
+
+        executor = LocalJobExecutor(local_state_dir(env))
+        job_env = local_job_env(env)
+    return Engine(ledger=ledger, runs=RunStore(store, bucket), store=store, executor=executor,
+                  callbacks=callbacks, job_env=job_env)
+
+
+def _skypilot_executor(env: Mapping[str, str], session: object) -> JobExecutor:
+    from npa_workflow.adapters.secrets import EnvironmentSecrets, SecretsManagerSecrets
+    from npa_workflow.adapters.skypilot_api import SkyPilotApi
+    from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
+
+    secrets_arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    secrets = (SecretsManagerSecrets(secrets_arn, session.client("secretsmanager"))  # type: ignore[attr-defined]
+               if secrets_arn else EnvironmentSecrets(env))
+    return SkyPilotExecutor(SkyPilotApi.from_environment(env), secrets)
+
+
+class LazyExecutor:
+    """Builds the executor on first use: functions that never launch or watch (inbox, decide,
+    trigger) then need neither the SkyPilot endpoint nor read access to its token."""
+
+    def __init__(self, build: Callable[[], JobExecutor]) -> None:
+        self._build = build
+        self._executor: JobExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> JobExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = self._build()
+            return self._executor
+
+    def submit(self, job: JobRequest) -> Submission:
+        return self._get().submit(job)
+
+    def observe(self, jobs: list[TrackedJob]) -> dict[str, Observation]:
+        return self._get().observe(jobs)
+
+    def find_by_name(self, name: str) -> list[str]:
+        return self._get().find_by_name(name)
+
+    def cancel(self, job_ids: list[str]) -> None:
+        self._get().cancel(job_ids)
+
+    def confirm_cancelled(self, job_ids: list[str], timeout_seconds: float) -> bool:
+        return self._get().confirm_cancelled(job_ids, timeout_seconds)
