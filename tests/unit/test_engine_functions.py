@@ -217,3 +217,18 @@ def test_cleanup_cancels_the_running_job_and_returns_the_root_cause(engine):
     info = engine.executor.local.statuses([started["job_id"]])[started["job_id"]]
     assert info.status == "CANCELLED"
     assert engine.ledger.get_run("r3").status == "FAILED"
+
+
+def test_named_secrets_reach_the_job_from_the_environment_and_nowhere_else(engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf-very-secret")
+    spec = SPEC.replace('code: "pass"', 'code: "import os,sys; sys.exit(0 if os.environ.get(\'HF_TOKEN\') else 3)"')
+    engine.runs.freeze("rs", spec, "", {}, RunOptions(secret_names=("HF_TOKEN",)))
+    engine.ledger.put_run(RunRecord(run_id="rs", workflow="t"))
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    launch(engine, {"run_id": "rs", "state": "work", "loops": {"l1": 1}, "token": "ts"})
+    [(kind, _, _)] = settle(engine, "ts")
+    assert kind == "succeed"  # the job saw the secret
+    stored = json.dumps([a.model_dump() for a in engine.ledger.attempts("rs")])
+    frozen = (engine.store.get("s3://engine/runs/rs/run.json") or b"").decode()
+    assert "hf-very-secret" not in stored and "hf-very-secret" not in frozen
+    assert "HF_TOKEN" in frozen  # only the name travels

@@ -56,9 +56,18 @@ def _job_name(visit: Visit, attempt: int) -> str:
     return job_name(visit.run_id, 1, label, None, attempt)
 
 
+def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:
+    """`--secret-env` names of the run, plus the `secretEnv` of the state's tool."""
+    tool_ref = run.loaded.spec.states[visit.state].tool_ref
+    tool = run.loaded.catalog.get(tool_ref) if tool_ref else None
+    names = list(run.options.secret_names) + (tool.secret_env if tool else [])
+    return tuple(dict.fromkeys(names))
+
+
 def _submit(engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, token: str) -> dict[str, Any]:
     step = step_of(run, visit)
     name = record.job_name or _job_name(visit, record.attempt)
+    secret_names = _secret_names(run, visit)
     env = {
         **engine.job_env,
         "NPA_WORKFLOW_RUN_ID": visit.run_id,
@@ -68,10 +77,10 @@ def _submit(engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, t
     }
     doc = render_batch(
         [step], name=name, workflow=run.loaded.spec.name, run_id=visit.run_id, fence_sequence=record.attempt,
-        attempt=record.attempt, secret_names=run.options.secret_names, extra_env=dict(engine.job_env),
+        attempt=record.attempt, secret_names=secret_names, extra_env=dict(engine.job_env),
     )
     request = JobRequest(
-        name=name, step=step, task_yaml=doc, env=env, secret_names=run.options.secret_names,
+        name=name, step=step, task_yaml=doc, env=env, secret_names=secret_names,
         workdir=Path(run.options.workdir) if run.options.workdir else None,
     )
     try:

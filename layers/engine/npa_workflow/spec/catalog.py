@@ -37,6 +37,11 @@ class Tool(BaseModel):
     omit_flags_when_empty: list[str] = Field(
         default_factory=list, validation_alias=AliasChoices("omitFlagsWhenEmpty", "omit_flags_when_empty")
     )
+    # Names of secrets the tool needs in its environment: values are resolved at launch (Secrets
+    # Manager in the cloud, the process environment locally), never written into a document.
+    secret_env: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("secretEnv", "secret_env")
+    )
 
 
 class Catalog(BaseModel):
