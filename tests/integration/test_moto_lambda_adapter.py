@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from npa_workflow.local import moto_lambda
 from npa_workflow.local.moto_lambda import MotoAdapterError, in_process_lambdas
 from npa_workflow.local.moto_server import MotoServer, start_moto_server

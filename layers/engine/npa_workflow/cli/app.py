@@ -20,7 +20,12 @@ from npa_workflow.cli.common import (
     load_or_exit,
     parse_vars,
 )
+from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, print_cost
+from npa_workflow.cli.graph import graph_command
 from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
+from npa_workflow.cli.run import run_command
+from npa_workflow.compile.asl import CompileOptions
+from npa_workflow.cost import estimate_cost
 from npa_workflow.errors import Problem, SpecError
 from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import build_waves
@@ -89,8 +94,10 @@ def plan(
     waves: Annotated[bool, typer.Option("--waves", help="Fold the plan into submit waves")] = False,
     max_concurrency: MaxConcurrencyOpt = 0,
     as_json: JsonOpt = False,
+    cost: CostOpt = False,
+    assume_minutes: AssumeMinutesOpt = 0.0,
 ) -> None:
-    """Show the flat plan (loops unrolled under an assumed decision), or its waves."""
+    """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost adds a cost estimate."""
     check_assumption(assume_decision)
     loaded = load_or_exit(spec, catalog, var)
     try:
@@ -99,13 +106,18 @@ def plan(
             build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id), max_concurrency_cap=max_concurrency)
             if waves else None
         )
+        estimate = estimate_cost(loaded, assume_minutes=assume_minutes, run_id=run_id,
+                                 options=CompileOptions(max_concurrency_cap=max_concurrency)) if cost else None
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
-    if wave_plan is not None:
-        print_json(wave_plan.to_json()) if as_json else print_waves(wave_plan)
-    else:
-        print_json(the_plan.to_json()) if as_json else print_plan(the_plan)
+    doc = wave_plan.to_json() if wave_plan is not None else the_plan.to_json()
+    if as_json:
+        print_json({**doc, "cost": estimate.to_json()} if estimate is not None else doc)
+        return
+    print_waves(wave_plan) if wave_plan is not None else print_plan(the_plan)
+    if estimate is not None:
+        print_cost(estimate)
 
 
 @app.command()
@@ -189,6 +201,10 @@ def schema() -> None:
     from npa_workflow.spec.schema import spec_json_schema
 
     stdout.out(json.dumps(spec_json_schema(), indent=2), highlight=False)
+
+
+app.command(name="run")(run_command)
+app.command(name="graph")(graph_command)
 
 
 def main() -> None:

@@ -1,0 +1,259 @@
+"""`npa-workflow run`: run a spec on this machine, on the same state machine the cloud runs (local runtime)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from npa_workflow.cli.common import AssumeOpt, CatalogOpt, JsonOpt, MaxConcurrencyOpt, check_assumption, parse_vars
+from npa_workflow.cli.output import print_json, print_problems
+from npa_workflow.errors import SpecError
+from npa_workflow.ledger import WaveAttempt, WaveStatus
+
+EXIT_INTERRUPTED = 130
+_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
+          "TIMED_OUT": "red"}
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _duration(start: str | None, end: str | None) -> str:
+    begin = _parse_time(start)
+    if begin is None:
+        return ""
+    finish = _parse_time(end) or time.time()
+    return f"{max(finish - begin, 0.0):.1f}s"
+
+
+def _label(wave: WaveAttempt) -> str:
+    rest = wave.wave_key[len(wave.state):].lstrip("|")
+    return wave.state + (f" [{rest}]" if rest else "")
+
+
+def _latest(waves: list[WaveAttempt]) -> list[WaveAttempt]:
+    latest: dict[str, WaveAttempt] = {}
+    for w in waves:
+        if w.wave_key not in latest or w.attempt > latest[w.wave_key].attempt:
+            latest[w.wave_key] = w
+    return sorted(latest.values(), key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key))
+
+
+class LiveProgress:
+    """A live table of the run's waves (TTY only)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live: Live | None = None
+        self.header = ""
+        self.started_at = time.monotonic()
+
+    def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
+        self.header = f"run {run_id} — execution {execution_name}"
+        self.started_at = time.monotonic()
+        self.live = Live(self._render([], "RUNNING"), console=self.console, refresh_per_second=8, transient=False)
+        self.live.start()
+
+    def update(self, waves: list[WaveAttempt], execution_status: str) -> None:
+        if self.live is not None:
+            self.live.update(self._render(waves, execution_status))
+
+    def finished(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def _render(self, waves: list[WaveAttempt], status: str) -> Group:
+        table = Table(show_edge=False, pad_edge=False, box=None)
+        for col in ("state", "status", "attempt", "job", "duration"):
+            table.add_column(col, overflow="fold")
+        for w in _latest(waves):
+            shown = w.status.value if w.status in (WaveStatus.SUCCEEDED, WaveStatus.FAILED, WaveStatus.CANCELLED) \
+                else ("RUNNING" if w.status == WaveStatus.RUNNING else w.status.value)
+            label = "replayed" if w.replayed else shown
+            table.add_row(_label(w), Text(label, style=_STYLE.get(shown, "")), str(w.attempt), w.job_id or "",
+                          _duration(w.started_at, w.ended_at))
+        elapsed = time.monotonic() - self.started_at
+        title = Text(f"{self.header} — {status} — {elapsed:.0f}s", style="bold")
+        return Group(title, table)
+
+
+class LineProgress:
+    """Plain lines when stdout is not a terminal: one per change of a wave's status."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, int], str] = {}
+        self.started_at = time.monotonic()
+
+    def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
+        self.started_at = time.monotonic()
+        _out(f"run {run_id}: execution {execution_name} started")
+
+    def update(self, waves: list[WaveAttempt], execution_status: str) -> None:
+        for w in waves:
+            key = (w.wave_key, w.attempt)
+            if self.seen.get(key) != w.status.value:
+                self.seen[key] = w.status.value
+                job = f" job {w.job_id}" if w.job_id else ""
+                _out(f"[{time.monotonic() - self.started_at:6.1f}s] {_label(w)} attempt {w.attempt}: "
+                     f"{w.status.value}{job}")
+
+    def finished(self) -> None:
+        pass
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _save_traceback(exc: BaseException) -> Path:
+    import traceback
+
+    from npa_workflow.local.runtime import local_home
+
+    path = local_home() / "last-error.txt"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+    except OSError:
+        return Path("(could not be written)")
+    return path
+
+
+def print_summary(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{report['workflow']} — run {report['run_id']}")
+    for col in ("state", "iter", "group", "attempt", "status", "job", "duration"):
+        table.add_column(col, overflow="fold")
+    for w in report["waves"]:
+        status = "REPLAYED" if w["replayed"] else w["status"]
+        table.add_row(w["state"], "" if w["iteration"] is None else str(w["iteration"]), w["group"] or "",
+                      str(w["attempt"]), Text(status, style=_STYLE.get(w["status"], "")), w["job_id"] or "",
+                      _duration(w["started_at"], w["ended_at"]))
+    console.print(table)
+    for d in report["decisions"]:
+        console.print(f"decision of {d['state']}: {d['decision']} ({d['source']}, {d['uri']})", highlight=False)
+    for m in report["watermarks"]:
+        console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
+    style = _STYLE.get(report["status"], "")
+    console.print(Text(f"{report['status']}", style=f"bold {style}"),
+                  f"— {report['state_transitions']} state transitions, {report['history_events']} history events",
+                  highlight=False)
+    if report["error"]:
+        where = f"state '{report['error']['state']}': " if report["error"]["state"] else ""
+        console.print(Text(f"error: {where}{report['error']['message']}", style="red"), highlight=False)
+
+
+def run_command(
+    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
+    catalog: CatalogOpt = None,
+    var: Annotated[
+        list[str] | None,
+        typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; --resume keeps the run's others)"),
+    ] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-<time>-<random>)")] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failed job (Wave.Failed)")] = 0,
+    retry_interval_seconds: Annotated[
+        int, typer.Option("--retry-interval-seconds", min=1, help="First retry's delay (doubles each retry)")
+    ] = 30,
+    max_infrastructure_recoveries: Annotated[
+        int, typer.Option("--max-infrastructure-recoveries", min=0, help="Relaunches after a lost job process")
+    ] = 1,
+    max_concurrency: MaxConcurrencyOpt = 0,
+    max_wait_seconds: Annotated[
+        int, typer.Option("--max-wait-seconds", min=0, help="Deadline of one wave, then its job is cancelled "
+                                                             "(0 = none)")
+    ] = 3600,
+    no_cancel_on_timeout: Annotated[
+        bool, typer.Option("--no-cancel-on-timeout", help="Leave a timed-out wave's job running")
+    ] = False,
+    assume_decision: AssumeOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue run --run-id: replay its succeeded waves")] = False,
+    local_port: Annotated[
+        int | None, typer.Option("--local-port", min=1, max=65535, help="Port of the local AWS (default: a free one)")
+    ] = None,
+    secret_env: Annotated[
+        list[str] | None,
+        typer.Option("--secret-env", help="Forward the secret NAME from this environment to every step (repeatable)"),
+    ] = None,
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where steps run: local (processes here) or skypilot (managed jobs)")
+    ] = "local",
+    skypilot_endpoint: Annotated[
+        str | None,
+        typer.Option("--skypilot-endpoint", envvar="SKYPILOT_API_SERVER_ENDPOINT",
+                     help="SkyPilot API server URL (with --executor skypilot); token: $SKYPILOT_SERVICE_ACCOUNT_TOKEN"),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a spec on this machine: its state machine on an embedded AWS (moto), its steps as local processes."""
+    from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
+
+    check_assumption(assume_decision)
+    if executor not in ("local", "skypilot"):
+        raise typer.BadParameter("must be 'local' or 'skypilot'", param_hint="--executor")
+    if executor == "skypilot" and not skypilot_endpoint:
+        raise typer.BadParameter("--executor skypilot needs --skypilot-endpoint URL", param_hint="--skypilot-endpoint")
+    console = Console(soft_wrap=True)
+    progress: Any
+    if as_json:
+        progress = None
+    elif sys.stdout.isatty():
+        progress = LiveProgress(console)
+    else:
+        progress = LineProgress()
+
+    def announce(endpoint: str) -> None:
+        line = f"npa-workflow: local AWS (moto) at {endpoint}"
+        _err(line) if as_json else _out(line)
+
+    options = LocalRunOptions(
+        spec=spec, catalog=catalog, variables=parse_vars(var), run_id=run_id, retries=retries,
+        retry_interval_seconds=retry_interval_seconds, max_infrastructure_recoveries=max_infrastructure_recoveries,
+        max_concurrency=max_concurrency, max_wait_seconds=max_wait_seconds, cancel_on_timeout=not no_cancel_on_timeout,
+        assume_decision=assume_decision, resume=resume, port=local_port,
+        executor=executor, skypilot_endpoint=skypilot_endpoint, secret_names=tuple(secret_env or ()),
+    )
+    try:
+        report = LocalRuntime(options, progress, announce, print_problems).run()
+    except SpecError as exc:
+        print_problems(exc.problems + exc.warnings)
+        raise typer.Exit(1) from None
+    except LocalRunError as exc:
+        _err(f"npa-workflow run: error: {exc}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:  # before the run started: nothing to stop
+        _err("npa-workflow run: interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as exc:  # noqa: BLE001 - a bug of ours: one line for the user, the traceback in a file
+        _err(f"npa-workflow run: internal error: {type(exc).__name__}: {exc}")
+        _err(f"  (the traceback is in {_save_traceback(exc)}; please report it)")
+        raise typer.Exit(1) from None
+    if as_json:
+        print_json(report)
+    else:
+        print_summary(report, console)
+    if report["status"] == "SUCCEEDED":
+        return
+    interrupted = report["status"] == "ABORTED" and report["error"] and report["error"]["state"] is None
+    raise typer.Exit(EXIT_INTERRUPTED if interrupted else 1)

@@ -1,0 +1,195 @@
+"""The report of a local run (`npa-workflow run --json`), built from the run's ledger items and the
+execution's history.
+
+    {"run_id", "workflow", "status": SUCCEEDED|FAILED|ABORTED|TIMED_OUT,
+     "error": {"state", "message"} | null,
+     "waves": [{"state", "group", "iteration", "attempt", "job_id", "status", "replayed",
+                "submitted_at", "started_at", "ended_at"}],
+     "decisions": [{"state", "uri", "decision", "source"}],
+     "watermarks": [{"state", "uri", "objects"}],
+     "execution_arn", "state_transitions", "history_events"}
+
+A wave's `iteration` is its leaf-loop iteration, else the counter of the innermost looped sequence it
+belongs to (null outside loops). `replayed` is true for an attempt that had already succeeded before this
+execution of the run started (a resumed run takes it from the ledger instead of running it again).
+`state_transitions` counts the history's `*StateEntered` events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from npa_workflow.ledger import DecisionRecord, RunRecord, Watermark, WaveAttempt, WaveStatus
+from npa_workflow.spec.validate import LoadedSpec
+
+_REPORTED_STATUS = {WaveStatus.SUCCEEDED: "SUCCEEDED", WaveStatus.FAILED: "FAILED", WaveStatus.CANCELLED: "CANCELLED"}
+
+
+def _kind(item: dict[str, Any]) -> str:
+    return str(item.get("kind", {}).get("S", ""))
+
+
+def enclosing_loops(loaded: LoadedSpec) -> dict[str, list[str]]:
+    """State → the looped sequences that contain it, outermost first (membership through nested sequences)."""
+    states = loaded.spec.states
+    result: dict[str, list[str]] = {}
+
+    def visit(name: str, loops: list[str], seen: frozenset[str]) -> None:
+        st = states[name]
+        for child in st.sequence:
+            if child in seen or child not in states:
+                continue
+            inner = loops + ([name] if st.loop is not None else [])
+            if inner and len(inner) > len(result.get(child, [])):
+                result[child] = inner
+            visit(child, inner, seen | {child})
+
+    for name in states:
+        visit(name, [], frozenset({name}))
+    return result
+
+
+def loop_counters(wave: WaveAttempt) -> dict[str, int]:
+    """`train|refine=2,outer=1` → {"refine": 2, "outer": 1}."""
+    rest = wave.wave_key[len(wave.state) + 1:] if wave.wave_key.startswith(wave.state + "|") else ""
+    counters: dict[str, int] = {}
+    for part in rest.split(","):
+        name, sep, value = part.rpartition("=")
+        if sep and value.isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def wave_iteration(wave: WaveAttempt, loops_of: dict[str, list[str]]) -> int | None:
+    if wave.iteration is not None:
+        return wave.iteration
+    counters = loop_counters(wave)
+    for loop in reversed(loops_of.get(wave.state, [])):
+        if loop in counters:
+            return counters[loop]
+    return None
+
+
+def _readable(message: str) -> str:
+    """A Lambda error's cause is its JSON error body: keep the message."""
+    try:
+        body = json.loads(message)
+    except (ValueError, TypeError):
+        return message
+    if isinstance(body, dict) and isinstance(body.get("errorMessage"), str):
+        return body["errorMessage"]
+    return message
+
+
+def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    if sfn is None or not execution_arn:
+        return []
+    try:
+        return list(sfn.get_execution_history(executionArn=execution_arn).get("events", []))
+    except Exception:  # noqa: BLE001 - the report is still useful without the history
+        return []
+
+
+def failed_state_from_history(events: list[dict[str, Any]]) -> str | None:
+    """The spec state of the last Lambda Task the execution scheduled (the cleanup's owner, or the failing
+    decide's state): every compiled Task's payload names its spec state."""
+    for event in reversed(events):
+        details = event.get("taskScheduledEventDetails")
+        if not details:
+            continue
+        try:
+            params = json.loads(details.get("parameters") or "{}")
+        except ValueError:
+            continue
+        state = (params.get("Payload") or {}).get("state") if isinstance(params, dict) else None
+        if isinstance(state, str) and state:
+            return state
+    return None
+
+
+def execution_failure(sfn: Any, execution_arn: str, events: list[dict[str, Any]] | None = None,
+                      status: str = "FAILED") -> tuple[str | None, str]:
+    """(state, message) of an execution that did not succeed, from its description and history."""
+    if events is None:
+        events = _history(sfn, execution_arn)
+    error = cause = ""
+    try:
+        desc = sfn.describe_execution(executionArn=execution_arn)
+        error, cause = desc.get("error") or "", desc.get("cause") or ""
+    except Exception:  # noqa: BLE001
+        pass
+    message = _readable(cause) or error or f"execution ended {status}"
+    if error and cause and error not in message:
+        message = f"{error}: {message}"
+    return failed_state_from_history(events), message
+
+
+def _error(status: str, run: RunRecord | None, sfn: Any, execution_arn: str, events: list[dict[str, Any]],
+           interrupted_reason: str) -> dict[str, Any] | None:
+    if status == "SUCCEEDED":
+        return None
+    if interrupted_reason:
+        return {"state": None, "message": interrupted_reason}
+    if run is not None and run.error is not None:
+        return {"state": run.error.state, "message": _readable(run.error.message)}
+    if sfn is None or not execution_arn:
+        return {"state": None, "message": f"execution ended {status}"}
+    state, message = execution_failure(sfn, execution_arn, events, status)
+    return {"state": state, "message": message}
+
+
+def build_report(
+    *,
+    run_id: str,
+    workflow: str,
+    loaded: LoadedSpec,
+    status: str,
+    items: list[dict[str, Any]],
+    execution_arn: str,
+    sfn: Any = None,
+    previous_items: list[dict[str, Any]] | None = None,
+    interrupted_reason: str = "",
+) -> dict[str, Any]:
+    waves = [WaveAttempt.from_item(i) for i in items if _kind(i) == "WAVE"]
+    decisions = [DecisionRecord.from_item(i) for i in items if _kind(i) == "DECISION"]
+    marks = [Watermark.from_item(i) for i in items if _kind(i) == "WATERMARK"]
+    runs = [RunRecord.from_item(i) for i in items if _kind(i) == "RUN"]
+    succeeded_before = {
+        (w.wave_key, w.attempt)
+        for w in (WaveAttempt.from_item(i) for i in previous_items or [] if _kind(i) == "WAVE")
+        if w.status == WaveStatus.SUCCEEDED
+    }
+    loops_of = enclosing_loops(loaded)
+    waves.sort(key=lambda w: (w.started_at or w.submitted_at or (w.timeline[0].at if w.timeline else ""),
+                              w.wave_key, w.attempt))
+    events = _history(sfn, execution_arn)
+    return {
+        "run_id": run_id,
+        "workflow": workflow,
+        "status": status,
+        "error": _error(status, runs[0] if runs else None, sfn, execution_arn, events, interrupted_reason),
+        "waves": [
+            {
+                "state": w.state,
+                "group": w.group or None,
+                "iteration": wave_iteration(w, loops_of),
+                "attempt": w.attempt,
+                "job_id": w.job_id,
+                "status": _REPORTED_STATUS.get(w.status, "RUNNING"),
+                "replayed": bool(w.replayed or (w.wave_key, w.attempt) in succeeded_before),
+                "submitted_at": w.submitted_at,
+                "started_at": w.started_at,
+                "ended_at": w.ended_at,
+            }
+            for w in waves
+        ],
+        "decisions": [
+            {"state": d.state, "uri": d.uri, "decision": d.decision, "source": d.source}
+            for d in sorted(decisions, key=lambda d: (d.read_at, d.state, d.loops_key, d.seq))
+        ],
+        "watermarks": [{"state": m.state, "uri": m.uri, "objects": m.objects} for m in marks],
+        "execution_arn": execution_arn,
+        "state_transitions": sum(1 for e in events if str(e.get("type", "")).endswith("StateEntered")),
+        "history_events": len(events),
+    }

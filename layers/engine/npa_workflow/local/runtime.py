@@ -1,0 +1,733 @@
+"""The local runtime: run a spec's compiled state machine on an embedded AWS (ARCHITECTURE.md, decision 8).
+
+`LocalRuntime(options).run()` does on one machine what the cloud stack does:
+
+1. starts moto in server mode on 127.0.0.1 (`local.moto_server`) and routes its Lambda invocations to the
+   handlers in `functions/` in this process (`local.moto_lambda`);
+2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger
+   table, an IAM role, the launch/decide/trigger/cleanup functions (Handler `functions.<name>.handler.handler`)
+   and the compiled state machine with the functions' ARNs substituted;
+3. freezes the run (spec, catalog, vars, options), writes Distributed Map member lists, records the run and
+   starts the execution named by the run id, with the inbox Lambda's own function (`engine.start.start_run`);
+4. runs the watch pass (`engine.watch.watch_pass`, the watch Lambda's function) every `tick_seconds`,
+   which completes task tokens as local jobs end;
+5. when the execution has ended (or on Ctrl-C: StopExecution, then `reap`, as the reap Lambda would),
+   persists the ledger and returns the run report (`local.report`).
+
+State that outlives the process lives under `.npa-workflow/` in the current directory (or
+`$NPA_WORKFLOW_HOME`): `jobs/` (the local executor's job records and logs) and `runs/<run-id>/`
+(`meta.json`, `ledger.json`, `report.json`, `lambdas.log`). moto is in-memory, so the ledger is dumped
+to `ledger.json` while the run goes and at its end, and re-loaded by `resume=True`, which starts a new
+execution `<run-id>-r<n>` of the same run: its launches replay the waves that succeeded.
+
+One local run at a time per process: moto's configuration, `MOTO_PORT` and the in-process Lambdas'
+environment are process-wide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import secrets
+import signal
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from npa_workflow import decisions
+from npa_workflow.compile.asl import CLEANUP, DECIDE, LAUNCH, TRIGGER, CompileOptions, compile_spec
+from npa_workflow.compile.names import sanitize
+from npa_workflow.engine import wiring
+from npa_workflow.engine.runs import RunOptions
+from npa_workflow.engine.start import start_run
+from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
+from npa_workflow.ledger.items import run_pk
+from npa_workflow.spec.catalog import find_catalog
+from npa_workflow.spec.config import resolve_config
+from npa_workflow.spec.load import load_spec
+from npa_workflow.spec.validate import LoadedSpec
+
+LOG = logging.getLogger(__name__)
+
+ENGINE_BUCKET = "npa-workflow-local"
+LEDGER_TABLE = "npa-workflow-ledger"
+REGION = "us-east-1"
+ROLE_NAME = "npa-workflow-local"
+FUNCTIONS = {"launch": LAUNCH, "decide": DECIDE, "trigger": TRIGGER, "cleanup": CLEANUP}
+HANDLER_MODULES = ("launch", "decide", "trigger", "watch", "cleanup", "reap")
+LEDGER_DUMP_SECONDS = 1.0
+WATCH_FAILURES_TOLERATED = 40  # consecutive failed watch passes (about 10 s) before the run is stopped
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,75}$")
+_S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
+_active = threading.Lock()
+
+
+class LocalRunError(Exception):
+    """Something the user can fix (a run id, a port, a resume without a run): the message says what."""
+
+
+class RunInterrupted(Exception):  # noqa: N818 - not an error of the run, a request to stop it
+    """Raised inside the run loop when `stop()` was called (or Ctrl-C / SIGTERM arrived)."""
+
+
+@dataclass(frozen=True)
+class LocalRunOptions:
+    spec: Path
+    catalog: Path | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    retries: int = 0
+    retry_interval_seconds: int = 30
+    max_infrastructure_recoveries: int = 1
+    max_concurrency: int = 0
+    max_wait_seconds: int = 3600
+    cancel_on_timeout: bool = True
+    assume_decision: str | None = None
+    resume: bool = False
+    port: int | None = None
+    home: Path | None = None  # default: $NPA_WORKFLOW_HOME, else ./.npa-workflow
+    secret_names: tuple[str, ...] = ()  # --secret-env: values from this process's environment at launch
+    executor: str = "local"  # or "skypilot": jobs go to the SkyPilot API server at skypilot_endpoint
+    skypilot_endpoint: str | None = None
+    tick_seconds: float = 0.25
+
+
+class Progress(Protocol):
+    """What the CLI shows while a run goes (all optional no-ops in `NoProgress`)."""
+
+    def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None: ...
+
+    def update(self, waves: list[WaveAttempt], execution_status: str) -> None: ...
+
+    def finished(self) -> None: ...
+
+
+class NoProgress:
+    def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
+        pass
+
+    def update(self, waves: list[WaveAttempt], execution_status: str) -> None:
+        pass
+
+    def finished(self) -> None:
+        pass
+
+
+def local_home(explicit: Path | None = None) -> Path:
+    if explicit is not None:
+        return Path(explicit).resolve()
+    env = os.environ.get(wiring.HOME_ENV, "").strip()
+    return Path(env).resolve() if env else (Path.cwd() / ".npa-workflow").resolve()
+
+
+def default_run_id(workflow: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9-]+", "-", workflow).strip("-")[:24] or "run"
+    return f"{stem}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.match(run_id):
+        raise LocalRunError(
+            f"run id {run_id!r} cannot name a Step Functions execution: use 1-76 characters from "
+            "letters, digits, '-', '_' and '.', starting with a letter or digit"
+        )
+    return run_id
+
+
+def local_heartbeat_seconds(max_wait_seconds: int, default: int = 300) -> int:
+    """Step Functions requires HeartbeatSeconds < TimeoutSeconds; the local watch pass heartbeats every tick."""
+    if max_wait_seconds <= 0:
+        return default
+    return min(default, max_wait_seconds - 1)  # 0 (no heartbeat) for a 1-second deadline
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _reset_quietly(server: Any) -> None:
+    try:
+        server.reset()
+    except Exception as exc:  # noqa: BLE001 - the server is going away anyway
+        LOG.debug("moto reset failed: %s", exc)
+
+
+def _dummy_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("README.txt", "local runtime: the handler is imported from the running process\n")
+    return buf.getvalue()
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def serialized_dynamodb_writes() -> Iterator[None]:
+    """DynamoDB applies a conditional write atomically per item; moto's server checks the condition and
+    writes without a lock, and serves each request on its own thread. The ledger's launch lock and its
+    "only the first finish counts" rule rely on that atomicity, so the local runtime serializes moto's
+    DynamoDB writes (as tests/unit/test_ledger.py does) for as long as the run's server lives."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    originals: dict[str, Any] = {}
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        original = DynamoDBBackend.__dict__.get(name)
+        if original is None:
+            continue
+
+        def atomic(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        originals[name] = original
+        setattr(DynamoDBBackend, name, atomic)
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(DynamoDBBackend, name, original)
+
+
+@contextlib.contextmanager
+def moto_task_token_fixes() -> Iterator[None]:
+    """Two fixes to moto 5.2.5's `waitForTaskToken` Tasks, active only while a local run's server lives.
+
+    1. A fresh task token per attempt. moto creates the token once when the state is entered, and its
+       `Retry` loop re-evaluates the Task with that same token, whose callback already holds the failure
+       that caused the retry: the retried attempt "fails" at once with the old error. Step Functions gives
+       each attempt its own token. Seam: `StateTaskService._eval_execution(self, env)`, called once per
+       attempt with the attempt's frame; attempts after the first mint a new token and callback endpoint.
+    2. A token completed while the Task's Lambda is still running counts. With `HeartbeatSeconds`, moto
+       sets the heartbeat endpoint up after the Lambda returned and then waits for a heartbeat, ignoring an
+       outcome that arrived earlier (the launch of a replayed wave succeeds its token at once): the Task
+       hangs until its heartbeat times out. Seam: `CallbackEndpoint.setup_heartbeat_endpoint`; an endpoint
+       that already has an outcome starts notified, so the wait reads the outcome at once.
+    """
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
+
+    own_eval = StateTaskServiceCallback.__dict__.get("_eval_execution")
+    inherited_eval = StateTaskServiceCallback._eval_execution
+    original_setup = CallbackEndpoint.setup_heartbeat_endpoint
+
+    def _eval_execution(self: Any, env: Any) -> None:
+        if getattr(self.resource, "condition", None) == ResourceCondition.WaitForTaskToken:
+            context = env.states.context_object
+            if (context.context_object_data.get("State") or {}).get("RetryCount", 0) > 0:
+                env.callback_pool_manager.add(context.update_task_token())
+        return inherited_eval(self, env)
+
+    def setup_heartbeat_endpoint(self: Any, heartbeat_seconds: int) -> Any:
+        endpoint = original_setup(self, heartbeat_seconds)
+        if self.get_outcome() is not None:
+            endpoint.notify()
+        return endpoint
+
+    StateTaskServiceCallback._eval_execution = _eval_execution
+    CallbackEndpoint.setup_heartbeat_endpoint = setup_heartbeat_endpoint
+    try:
+        yield
+    finally:
+        CallbackEndpoint.setup_heartbeat_endpoint = original_setup
+        if own_eval is None:
+            del StateTaskServiceCallback._eval_execution
+        else:
+            StateTaskServiceCallback._eval_execution = own_eval
+
+
+@contextlib.contextmanager
+def process_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the run (in-process Lambdas read them), restore them afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def handler_logs_to(path: Path) -> Iterator[None]:
+    """The handlers' structured logs go to a file: they would otherwise interleave with the CLI's output."""
+    import importlib
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    swapped: list[tuple[logging.StreamHandler, Any]] = []
+    with open(path, "a", encoding="utf-8") as sink:
+        for name in HANDLER_MODULES:
+            module = importlib.import_module(f"functions.{name}.handler")
+            handler = getattr(getattr(module, "logger", None), "registered_handler", None)
+            if isinstance(handler, logging.StreamHandler):
+                swapped.append((handler, handler.setStream(sink)))
+        try:
+            yield
+        finally:
+            for handler, stream in swapped:
+                handler.setStream(stream)
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C (main thread only; elsewhere `LocalRuntime.stop()` is the way)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """While cleaning up after an interrupt, a second Ctrl-C must not leave jobs behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@dataclass
+class _Deployed:
+    clients: dict[str, Any]
+    role_arn: str
+    function_arns: dict[str, str]
+    state_machine_arn: str = ""
+
+
+class LocalRuntime:
+    """One local run (or the resumption of one). Not reusable: build one per run."""
+
+    def __init__(self, options: LocalRunOptions, progress: Progress | None = None,
+                 on_endpoint: Callable[[str], None] | None = None,
+                 on_warnings: Callable[[list[Any]], None] | None = None) -> None:
+        self.options = options
+        self.progress = progress or NoProgress()
+        self.on_endpoint = on_endpoint
+        self.on_warnings = on_warnings
+        self.home = local_home(options.home)
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self.endpoint_url = ""
+        self.run_id = ""
+        self.execution_arn = ""
+        self.execution_name = ""
+        self.loaded: LoadedSpec | None = None
+        self._machine: Any = None  # the CompiledMachine, once deployed
+
+    # ---------------------------------------------------------------------------------------- public
+    def stop(self, reason: str = "stopped") -> None:
+        """Ask a run going on another thread to stop as Ctrl-C would (StopExecution, then reap)."""
+        self._stop_reason = reason
+        self._stop.set()
+
+    def run(self) -> dict[str, Any]:
+        """Run to the end; returns the run report (`local.report.build_report`).
+
+        Raises `SpecError` for an invalid spec and `LocalRunError` for anything else the user can fix;
+        a failed run is not an exception: its report says FAILED.
+        """
+        if not _active.acquire(blocking=False):
+            raise LocalRunError("another local run is already active in this process")
+        try:
+            return self._run()
+        finally:
+            _active.release()
+
+    # ---------------------------------------------------------------------------------------- phases
+    def _prepare(self) -> tuple[LoadedSpec, str, str, dict[str, str], dict[str, Any]]:
+        """Load and check everything before any server starts. Returns (loaded, spec text, catalog text,
+        variables, meta)."""
+        opt = self.options
+        spec_path = Path(opt.spec)
+        variables = {str(k): str(v) for k, v in opt.variables.items()}
+        meta: dict[str, Any] = {}
+        run_id = opt.run_id
+        if opt.resume:
+            if not run_id:
+                raise LocalRunError("--resume needs the --run-id of the run to resume")
+            meta_path = self.home / "runs" / check_run_id(run_id) / "meta.json"
+            if not meta_path.is_file() or not (meta_path.parent / "ledger.json").is_file():
+                raise LocalRunError(
+                    f"no local run {run_id!r} to resume under {meta_path.parent} "
+                    "(runs are found under .npa-workflow/ in the directory they were started from, "
+                    "or $NPA_WORKFLOW_HOME)"
+                )
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            variables = {**meta.get("vars", {}), **variables}  # the run's vars, overridden by the new ones
+        loaded = load_spec(spec_path, catalog=opt.catalog, overrides=variables)
+        if loaded.warnings and self.on_warnings:
+            self.on_warnings(list(loaded.warnings))
+        spec = loaded.spec
+        if spec.runtime_only and opt.assume_decision:
+            raise LocalRunError(
+                f"{spec_path}: metadata.executionMode: runtime: this spec must follow the decisions its steps "
+                "write; --assume-decision is refused (remove it, or remove executionMode: runtime)"
+            )
+        if meta and meta.get("workflow") != spec.name:
+            raise LocalRunError(
+                f"run {run_id!r} is a run of workflow {meta.get('workflow')!r}, not {spec.name!r} ({spec_path})"
+            )
+        run_id = check_run_id(run_id or default_run_id(spec.name))
+        if not opt.resume and (self.home / "runs" / run_id / "meta.json").exists():
+            raise LocalRunError(
+                f"run {run_id!r} already exists under {self.home / 'runs' / run_id}: "
+                "pass --resume to continue it, or choose another --run-id"
+            )
+        self.run_id = run_id
+        spec_text = spec_path.read_text(encoding="utf-8")
+        catalog_path = find_catalog(opt.catalog, spec_path)
+        catalog_text = catalog_path.read_text(encoding="utf-8") if catalog_path else ""
+        return loaded, spec_text, catalog_text, variables, meta
+
+    def _run(self) -> dict[str, Any]:
+        from npa_workflow.local.moto_lambda import in_process_lambdas
+        from npa_workflow.local.moto_server import start_moto_server
+
+        loaded, spec_text, catalog_text, variables, meta = self._prepare()
+        self.loaded = loaded
+        run_dir = self.home / "runs" / self.run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        executions = list(meta.get("executions", []))
+        self.execution_name = self.run_id if not executions else f"{self.run_id}-r{len(executions) + 1}"
+        previous_items = self._load_ledger_file(run_dir) if self.options.resume else []
+        try:
+            server = start_moto_server(self.options.port)
+        except RuntimeError as exc:
+            raise LocalRunError(str(exc)) from None
+        self.endpoint_url = server.endpoint_url
+        if self.on_endpoint:
+            self.on_endpoint(self.endpoint_url)
+        env = {
+            **server.client_env(REGION),
+            wiring.LEDGER_TABLE_ENV: LEDGER_TABLE,
+            wiring.BUCKET_ENV: ENGINE_BUCKET,
+            wiring.EXECUTOR_ENV: self.options.executor,
+            wiring.LOCAL_STATE_DIR_ENV: str(self.home),
+            **({"SKYPILOT_API_SERVER_ENDPOINT": self.options.skypilot_endpoint}
+               if self.options.skypilot_endpoint else {}),
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+        with contextlib.ExitStack() as stack:
+            stack.callback(server.stop)
+            # moto's backends are process-wide: drop this run's resources so a later run in this process
+            # starts from an empty AWS (and moto's readiness probe, which serializes every model, still works).
+            stack.callback(_reset_quietly, server)
+            stack.enter_context(process_environment(env))
+            stack.callback(wiring.clear_cache)
+            stack.enter_context(serialized_dynamodb_writes())
+            stack.enter_context(moto_task_token_fixes())
+            stack.enter_context(in_process_lambdas())
+            stack.enter_context(handler_logs_to(run_dir / "lambdas.log"))
+            stack.enter_context(signals_interrupt())
+            return self._execute(loaded, spec_text, catalog_text, variables, executions, previous_items)
+
+    def _execute(self, loaded: LoadedSpec, spec_text: str, catalog_text: str, variables: dict[str, str],
+                 executions: list[dict[str, Any]], previous_items: list[dict[str, Any]]) -> dict[str, Any]:
+        from npa_workflow.local.report import build_report
+
+        engine = wiring.engine_from_environment()
+        run_dir = self.home / "runs" / self.run_id
+        interrupted = False
+        deployed: _Deployed | None = None
+        status: str | None = None
+        try:
+            deployed = self._deploy(loaded, engine.ledger)
+            if previous_items:
+                self._restore_ledger(engine.ledger, previous_items)
+                # Jobs still active in the ledger belong to a runtime that died (killed, machine restarted):
+                # their local AWS died with it, so they cannot succeed. Cancel them by exact id (confirmed
+                # gone) so the new execution relaunches those waves instead of adopting them.
+                self._reap(engine, "its local runtime ended before the job did; relaunched by --resume", "ABORTED")
+            sfn = deployed.clients["stepfunctions"]
+            self.execution_arn = self._start(loaded, engine, sfn, deployed, spec_text, catalog_text, variables)
+            executions.append({"name": self.execution_name, "arn": self.execution_arn, "started_at": _utc_now()})
+            self._write_meta(run_dir, loaded, variables, executions)
+            self.progress.started(self.run_id, self.execution_name, self.endpoint_url)
+            status = self._wait(engine, sfn)
+        except (KeyboardInterrupt, RunInterrupted):
+            interrupted = True
+            with signals_ignored():
+                status = self._interrupt(engine, deployed)
+        finally:
+            self.progress.finished()
+            if status is None:  # an unexpected error is on its way up: still leave no job behind
+                with contextlib.suppress(Exception), signals_ignored():
+                    self._reap(engine, "the local runtime failed", "FAILED")
+                    self._dump_ledger(run_dir, self._ledger_items(engine.ledger))
+        with signals_ignored():
+            if status == "SUCCEEDED":
+                engine.ledger.update_run_status(self.run_id, RunStatus.SUCCEEDED)
+            elif interrupted:
+                self._reap(engine, self._stop_reason or "interrupted (Ctrl-C)", status)
+            else:
+                # What the reap Lambda does on the execution's status change: no job outlives a failed run.
+                # A failure no Catch handled (so no cleanup recorded its cause) is recorded from the execution.
+                reason = self._record_uncaught_failure(engine, deployed, status)
+                if self.options.cancel_on_timeout:
+                    self._reap(engine, reason, status)
+                # else: the cleanup left a timed-out wave's job running on purpose (--no-cancel-on-timeout)
+            if executions and self.execution_arn:
+                executions[-1].update(status=status, ended_at=_utc_now())
+            items = self._ledger_items(engine.ledger)
+            self._dump_ledger(run_dir, items)
+            self._write_meta(run_dir, loaded, variables, executions)
+            report = build_report(
+                run_id=self.run_id, workflow=loaded.spec.name, loaded=loaded, status=status, items=items,
+                execution_arn=self.execution_arn,
+                sfn=deployed.clients["stepfunctions"] if deployed and self.execution_arn else None,
+                previous_items=previous_items,
+                interrupted_reason=(self._stop_reason or "interrupted (Ctrl-C)") if interrupted else "",
+            )
+            _write_json(run_dir / "report.json", report)
+        return report
+
+    def _record_uncaught_failure(self, engine: Any, deployed: _Deployed | None, status: str) -> str:
+        from npa_workflow.ledger import RunError
+        from npa_workflow.local.report import execution_failure
+
+        reason = f"execution ended {status}"
+        run = engine.ledger.get_run(self.run_id)
+        if deployed is None or not self.execution_arn or run is None or run.status != RunStatus.RUNNING:
+            return reason
+        state, message = execution_failure(deployed.clients["stepfunctions"], self.execution_arn, status=status)
+        with contextlib.suppress(Exception):
+            engine.ledger.update_run_status(self.run_id, RunStatus(status), RunError(state=state, message=message))
+        return message
+
+    def _reap(self, engine: Any, reason: str, status: str) -> None:
+        from npa_workflow.engine.cleanup import reap
+
+        try:
+            reap(engine, self.run_id, reason, status=RunStatus(status))
+        except Exception as exc:  # noqa: BLE001 - reported; the report is still written
+            LOG.warning("reap of run %s failed: %s", self.run_id, exc)
+
+    # ---------------------------------------------------------------------------------------- deploy
+    def _deploy(self, loaded: LoadedSpec, ledger: DynamoLedger) -> _Deployed:
+        import boto3
+
+        session = boto3.session.Session(region_name=REGION)
+        clients = {name: session.client(name, endpoint_url=self.endpoint_url)
+                   for name in ("s3", "iam", "lambda", "stepfunctions")}
+        for bucket in self._buckets(loaded):
+            try:
+                clients["s3"].create_bucket(Bucket=bucket)
+            except ClientError as exc:
+                error = exc.response.get("Error", {})
+                if error.get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise LocalRunError(
+                        f"{self.options.spec}: config: cannot create the local bucket {bucket!r}: "
+                        f"{error.get('Code')}: {error.get('Message')} (fix the bucket name in config)"
+                    ) from None
+        ledger.create_table()
+        role_arn = clients["iam"].create_role(
+            RoleName=ROLE_NAME,
+            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                "Action": "sts:AssumeRole"}]}),
+        )["Role"]["Arn"]
+        code = _dummy_zip()
+        function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
+                                                   wiring.LOCAL_STATE_DIR_ENV)}
+        arns = {}
+        for name in FUNCTIONS:
+            arns[name] = clients["lambda"].create_function(
+                FunctionName=f"npa-workflow-{name}", Runtime="python3.11", Role=role_arn,
+                Handler=f"functions.{name}.handler.handler", Code={"ZipFile": code}, Timeout=900, MemorySize=256,
+                Environment={"Variables": function_env},
+            )["FunctionArn"]
+        deployed = _Deployed(clients=clients, role_arn=role_arn, function_arns=arns)
+        options = CompileOptions(
+            max_wait_seconds=self.options.max_wait_seconds,
+            heartbeat_seconds=local_heartbeat_seconds(self.options.max_wait_seconds),
+            retries=self.options.retries,
+            retry_interval_seconds=self.options.retry_interval_seconds,
+            max_infrastructure_recoveries=self.options.max_infrastructure_recoveries,
+            max_concurrency_cap=self.options.max_concurrency,
+        )
+        self._machine = compile_spec(loaded, options)
+        definition = json.dumps(self._machine.definition)
+        for name, placeholder in FUNCTIONS.items():
+            definition = definition.replace(placeholder, arns[name])
+        machine_name = sanitize(f"npa-workflow-{loaded.spec.name}")
+        try:
+            deployed.state_machine_arn = clients["stepfunctions"].create_state_machine(
+                name=machine_name, definition=definition, roleArn=role_arn, type="STANDARD",
+            )["stateMachineArn"]
+        except ClientError as exc:
+            message = exc.response.get("Error", {}).get("Message") or str(exc)
+            raise LocalRunError(f"{self.options.spec}: the compiled state machine was rejected by the local "
+                                f"Step Functions: {message[:1000]}") from None
+        return deployed
+
+    def _buckets(self, loaded: LoadedSpec) -> list[str]:
+        """The engine bucket, `config.bucket`, and any other bucket an `s3://` value of the config names."""
+        run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, self.run_id, loaded.spec.run)
+        buckets = [ENGINE_BUCKET]
+        configured = str(run_ctx.config.get("bucket") or "").strip()
+        if configured:
+            buckets.append(configured)
+        for value in run_ctx.config.values():
+            buckets += _S3_BUCKET.findall(str(value))
+        return list(dict.fromkeys(buckets))
+
+    def _start(self, loaded: LoadedSpec, engine: Any, sfn: Any, deployed: _Deployed, spec_text: str,
+               catalog_text: str, variables: dict[str, str]) -> str:
+        """Freeze the run, record it and start its execution exactly as the inbox Lambda does (`engine.start`).
+        The frozen files are written again on a resume: it runs with the spec and vars it is resumed with."""
+        opt = self.options
+        options = RunOptions(
+            assume_decision=decisions.normalize(opt.assume_decision) if opt.assume_decision else "",
+            workdir=str(Path(opt.spec).resolve().parent),
+            cancel_on_timeout=opt.cancel_on_timeout,
+            max_wait_seconds=opt.max_wait_seconds,
+            secret_names=tuple(opt.secret_names),
+        )
+        started = start_run(
+            engine, sfn, machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
+            spec_text=spec_text, catalog_text=catalog_text, run_id=self.run_id, variables=variables,
+            options=options, execution_name=self.execution_name,
+            record_options={"local": True, **options.to_json()}, refreeze=True,
+        )
+        return started.execution_arn
+
+    # ---------------------------------------------------------------------------------------- the run
+    def _wait(self, engine: Any, sfn: Any) -> str:
+        from npa_workflow.engine.watch import watch_pass
+
+        failures = 0
+        last_dump = 0.0
+        run_dir = self.home / "runs" / self.run_id
+        while True:
+            if self._stop.is_set():
+                raise RunInterrupted(self._stop_reason)
+            try:
+                watch_pass(engine)
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - a transient error must not end the run; a lasting one must
+                failures += 1
+                LOG.warning("watch pass failed (%d in a row): %s", failures, exc)
+                if failures >= WATCH_FAILURES_TOLERATED:
+                    self._stop_reason = f"the watch pass failed {failures} times in a row; last error: {exc}"
+                    raise RunInterrupted(self._stop_reason) from None
+            status = sfn.describe_execution(executionArn=self.execution_arn)["status"]
+            waves = engine.ledger.attempts(self.run_id)
+            self.progress.update(waves, status)
+            if status != "RUNNING":
+                return self._settled_status(sfn, status)
+            now = time.monotonic()
+            if now - last_dump >= LEDGER_DUMP_SECONDS:
+                # moto is in-memory: keep ledger.json fresh so a killed process can still be resumed.
+                self._dump_ledger(run_dir, self._ledger_items(engine.ledger))
+                last_dump = now
+            self._stop.wait(self.options.tick_seconds)
+
+    def _settled_status(self, sfn: Any, status: str) -> str:
+        """moto can report FAILED a moment before the error is set: wait briefly for it."""
+        deadline = time.monotonic() + 1.0
+        while status == "FAILED" and time.monotonic() < deadline:
+            desc = sfn.describe_execution(executionArn=self.execution_arn)
+            if "error" in desc or "cause" in desc:
+                break
+            time.sleep(0.05)
+        return status
+
+    def _interrupt(self, engine: Any, deployed: _Deployed | None) -> str:
+        """Ctrl-C: stop the execution, cancel its jobs, release the tokens it waits on."""
+        reason = self._stop_reason or "interrupted (Ctrl-C)"
+        if not self.execution_arn or deployed is None:
+            return "ABORTED"
+        sfn = deployed.clients["stepfunctions"]
+        tokens = [w.task_token for w in engine.ledger.active_waves() if w.run_id == self.run_id and w.task_token]
+        tokens += [m.task_token for m in engine.ledger.active_watches() if m.run_id == self.run_id and m.task_token]
+        with contextlib.suppress(Exception):
+            sfn.stop_execution(executionArn=self.execution_arn, error="Run.Interrupted", cause=reason)
+        self._reap(engine, reason, "ABORTED")
+        # moto's interpreter notices a stop only when the waiting Task ends: end those Tasks now.
+        for token in tokens:
+            with contextlib.suppress(Exception):
+                engine.callbacks.fail(token, "Run.Interrupted", reason)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if sfn.describe_execution(executionArn=self.execution_arn)["status"] != "RUNNING":
+                    break
+            time.sleep(0.05)
+        return "ABORTED"
+
+    # ---------------------------------------------------------------------------------------- ledger file
+    def _ledger_items(self, ledger: DynamoLedger) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": run_pk(self.run_id)}}, "ConsistentRead": True,
+        }
+        while True:
+            page = ledger.client.query(**kwargs)
+            items += page.get("Items", [])
+            if not page.get("LastEvaluatedKey"):
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _dump_ledger(self, run_dir: Path, items: list[dict[str, Any]]) -> None:
+        _write_json(run_dir / "ledger.json", {"table": LEDGER_TABLE, "run_id": self.run_id, "items": items})
+
+    def _load_ledger_file(self, run_dir: Path) -> list[dict[str, Any]]:
+        try:
+            doc = json.loads((run_dir / "ledger.json").read_text(encoding="utf-8"))
+            return list(doc["items"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LocalRunError(f"cannot read the ledger of run {self.run_id!r} ({run_dir / 'ledger.json'}): "
+                                f"{exc}") from None
+
+    def _restore_ledger(self, ledger: DynamoLedger, items: list[dict[str, Any]]) -> None:
+        for item in items:
+            ledger.client.put_item(TableName=ledger.table_name, Item=item)
+
+    def _write_meta(self, run_dir: Path, loaded: LoadedSpec, variables: dict[str, str],
+                    executions: list[dict[str, Any]]) -> None:
+        _write_json(run_dir / "meta.json", {
+            "run_id": self.run_id, "workflow": loaded.spec.name, "spec": str(Path(self.options.spec).resolve()),
+            "vars": variables, "executions": executions,
+        })
+
+
+def run_local(options: LocalRunOptions, progress: Progress | None = None,
+              on_endpoint: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run a spec locally to the end and return its report (see `LocalRuntime`)."""
+    return LocalRuntime(options, progress, on_endpoint).run()
