@@ -1,0 +1,448 @@
+"""The inbox: an object uploaded under `inbox/` becomes a run, or a report saying exactly why not.
+
+`handle_object(engine, sfn_client, bucket=…, key=…, version_id=…, etag=…, settings=…)` reads the object (that
+version) and parses it with the project's bounded YAML loader. It is one of:
+
+- a spec (`apiVersion: npa.workflow/v0.0.1…`): run it as it is;
+- a run request::
+
+      apiVersion: npa.workflow.run/v1
+      spec: fanout                 # the metadata.name of a deployed spec, or an inline spec mapping
+      vars: {shard_sleep: "5"}     # config overrides (as `--var`)
+      runId: my-run                # optional; default: deterministic from the object version
+      options: {retries: 1, maxConcurrency: 2, maxWaitSeconds: 600, assumeDecision: promote}
+
+  (unknown keys are errors).
+
+The spec is validated with the vars against the deployed tool catalog: `s3://<engine bucket>/catalog/tools.yaml`
+when present, else an empty catalog. A deployed spec named by a run request is read from
+`s3://<engine bucket>/catalog/specs/<name>.yaml` (the deploy publishes both there).
+
+Invalid (YAML, spec, catalog or request errors; an unknown deployed spec; ad-hoc not allowed) → every problem is
+written to `inbox-rejected/<key without inbox/>.json` as `{"key", "errors": [Problem.to_json()…], "rejected_at"}`,
+with the same messages `npa-workflow validate` prints, and nothing starts.
+
+Valid → the machine: the deployed machine of the spec's `metadata.name` (`settings.state_machines`) when its
+definition equals this spec's compile with these vars and options (function ARNs aside); otherwise, when ad-hoc
+specs are allowed, a machine named `<prefix><16 hex of the definition's sha256>`, created once and reused by every
+later run of the same definition. Then `engine.start.start_run` with the run id `runId`, or
+`run_id_for_object(bucket, key, version id or etag)`: a duplicate event of one object version starts nothing new.
+
+Settings (`InboxSettings.from_environment()`):
+
+- `NPA_WORKFLOW_STATE_MACHINES`: JSON map spec name → state machine ARN (the deployed specs);
+- `NPA_WORKFLOW_ALLOW_AD_HOC`: `true` lets the inbox create machines for other specs, with
+  `NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX`, `NPA_WORKFLOW_AD_HOC_ROLE_ARN`, `NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN` and
+  `NPA_WORKFLOW_{LAUNCH,DECIDE,TRIGGER,CLEANUP}_FUNCTION_ARN`;
+- `NPA_WORKFLOW_HEARTBEAT_SECONDS` (optional, default 300): the `HeartbeatSeconds` the deployed machines were
+  compiled with (the stack's `compile_options`), so the compile here is comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import yaml
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from npa_workflow import decisions
+from npa_workflow.compile.asl import CLEANUP, DECIDE, LAUNCH, TRIGGER, CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.names import is_legal
+from npa_workflow.engine.context import Engine
+from npa_workflow.engine.runs import RunOptions
+from npa_workflow.engine.start import RUN_ID_PATTERN, StartedRun, run_id_for_object, start_run
+from npa_workflow.engine.wiring import WiringError
+from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
+from npa_workflow.spec.loader import load_yaml_text
+from npa_workflow.spec.paths import join, pydantic_problems
+from npa_workflow.spec.validate import LoadedSpec, validate_document
+
+INBOX_PREFIX = "inbox/"
+REJECTED_PREFIX = "inbox-rejected/"
+CATALOG_KEY = "catalog/tools.yaml"
+DEPLOYED_SPECS_PREFIX = "catalog/specs/"
+RUN_REQUEST_API = "npa.workflow.run/v1"
+
+STATE_MACHINES_ENV = "NPA_WORKFLOW_STATE_MACHINES"
+ALLOW_AD_HOC_ENV = "NPA_WORKFLOW_ALLOW_AD_HOC"
+AD_HOC_PREFIX_ENV = "NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"
+AD_HOC_ROLE_ENV = "NPA_WORKFLOW_AD_HOC_ROLE_ARN"
+AD_HOC_LOG_GROUP_ENV = "NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN"
+HEARTBEAT_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"
+# The compiler's placeholder → the variable holding the function's ARN.
+FUNCTION_ARN_ENVS = {
+    LAUNCH: "NPA_WORKFLOW_LAUNCH_FUNCTION_ARN",
+    DECIDE: "NPA_WORKFLOW_DECIDE_FUNCTION_ARN",
+    TRIGGER: "NPA_WORKFLOW_TRIGGER_FUNCTION_ARN",
+    CLEANUP: "NPA_WORKFLOW_CLEANUP_FUNCTION_ARN",
+}
+AD_HOC_HASH_HEX = 16
+_DEFAULTS = CompileOptions()
+
+
+# ------------------------------------------------------------------------------------------------ settings
+@dataclass(frozen=True)
+class InboxSettings:
+    state_machines: Mapping[str, str] = field(default_factory=dict)
+    allow_ad_hoc: bool = False
+    ad_hoc_prefix: str = ""
+    ad_hoc_role_arn: str = ""
+    ad_hoc_log_group_arn: str = ""
+    function_arns: Mapping[str, str] = field(default_factory=dict)  # compiler placeholder → function ARN
+    heartbeat_seconds: int = _DEFAULTS.heartbeat_seconds
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> InboxSettings:
+        env = os.environ if env is None else env
+        text = env.get(STATE_MACHINES_ENV, "").strip() or "{}"
+        try:
+            machines = json.loads(text)
+        except ValueError:
+            machines = None
+        if not isinstance(machines, dict) or not all(isinstance(v, str) for v in machines.values()):
+            raise WiringError(f"{STATE_MACHINES_ENV} must be a JSON object of spec name to state machine ARN")
+        allow = env.get(ALLOW_AD_HOC_ENV, "").strip().lower() in ("true", "1", "yes")
+        heartbeat = env.get(HEARTBEAT_ENV, "").strip()
+        settings = cls(
+            state_machines={str(k): v for k, v in machines.items()},
+            allow_ad_hoc=allow,
+            ad_hoc_prefix=env.get(AD_HOC_PREFIX_ENV, "").strip(),
+            ad_hoc_role_arn=env.get(AD_HOC_ROLE_ENV, "").strip(),
+            ad_hoc_log_group_arn=env.get(AD_HOC_LOG_GROUP_ENV, "").strip(),
+            function_arns={p: env.get(name, "").strip() for p, name in FUNCTION_ARN_ENVS.items()},
+            heartbeat_seconds=int(heartbeat) if heartbeat.isdigit() else _DEFAULTS.heartbeat_seconds,
+        )
+        if allow:
+            missing = [name for name, value in (
+                (AD_HOC_PREFIX_ENV, settings.ad_hoc_prefix), (AD_HOC_ROLE_ENV, settings.ad_hoc_role_arn),
+                *((FUNCTION_ARN_ENVS[p], settings.function_arns[p]) for p in FUNCTION_ARN_ENVS),
+            ) if not value]
+            if missing:
+                raise WiringError(f"{ALLOW_AD_HOC_ENV}=true needs {', '.join(missing)} (the stack sets them)")
+        return settings
+
+
+# ------------------------------------------------------------------------------------------------ run request
+class RunRequestOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    retries: int = Field(default=_DEFAULTS.retries, ge=0, le=20)
+    max_concurrency: int = Field(default=_DEFAULTS.max_concurrency_cap, ge=0, alias="maxConcurrency")
+    max_wait_seconds: int = Field(default=_DEFAULTS.max_wait_seconds, ge=0, le=31_536_000, alias="maxWaitSeconds")
+    assume_decision: Literal["promote_checkpoint", "promote", "loop_back", "loop_back_to_inner_loop"] | None = Field(
+        default=None, alias="assumeDecision"
+    )
+
+
+class RunRequest(BaseModel):
+    """`apiVersion: npa.workflow.run/v1`: run a deployed spec (by name) or an inline spec, with vars and options."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    api_version: Literal["npa.workflow.run/v1"] = Field(alias="apiVersion")
+    spec: Annotated[str, Field(min_length=1)] | dict[str, Any]
+    vars: dict[str, str | bool | int | float] = Field(default_factory=dict)
+    run_id: str | None = Field(default=None, alias="runId", pattern=RUN_ID_PATTERN.pattern)
+    options: RunRequestOptions = Field(default_factory=RunRequestOptions)
+
+    def variables(self) -> dict[str, str]:
+        return {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in self.vars.items()}
+
+
+# ------------------------------------------------------------------------------------------------ results
+class Rejected(Exception):  # noqa: N818 - an outcome, not a failure of the inbox
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(p.format() for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class InboxResult:
+    status: Literal["started", "already_started", "rejected", "ignored"]
+    key: str
+    run_id: str = ""
+    execution_arn: str = ""
+    machine_arn: str = ""
+    machine: str = ""  # "deployed" or "ad-hoc"
+    already_started: bool = False
+    rejected_key: str = ""
+    errors: list[dict[str, str]] = field(default_factory=list)
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in ("", [], None)} | {
+            "already_started": self.already_started}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    loaded: LoadedSpec
+    spec_text: str
+    catalog_text: str
+    variables: dict[str, str]
+    request: RunRequest | None
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def rejected_key_for(key: str) -> str:
+    return REJECTED_PREFIX + key.removeprefix(INBOX_PREFIX) + ".json"
+
+
+def handle_object(
+    engine: Engine,
+    sfn_client: Any,
+    *,
+    bucket: str,
+    key: str,
+    version_id: str | None,
+    etag: str | None,
+    settings: InboxSettings,
+) -> InboxResult:
+    if not key.startswith(INBOX_PREFIX) or key.endswith("/"):
+        return InboxResult("ignored", key, reason=f"not an object under {INBOX_PREFIX}")
+    uri = f"s3://{bucket}/{key}"
+    body = _read_object(engine, bucket, key, version_id)
+    if body is None:
+        return InboxResult("ignored", key, reason="the object no longer exists")
+    try:
+        prepared = _prepare(engine, uri, body)
+        options = _options(prepared)
+        compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
+        machine_arn, kind = _choose_machine(sfn_client, settings, prepared.loaded, compiled)
+        request_run_id = prepared.request.run_id if prepared.request else None
+        run_id = request_run_id or run_id_for_object(bucket, key, version_id or (etag or "").strip('"'),
+                                                     prepared.loaded.spec.name)
+        if request_run_id:
+            _check_run_id_free(engine, run_id, prepared, uri)
+    except SpecError as exc:
+        return _reject(engine, bucket, key, exc.problems)
+    except Rejected as exc:
+        return _reject(engine, bucket, key, exc.problems)
+    run_options = RunOptions(
+        assume_decision=decisions.normalize(options.assume_decision) if options.assume_decision else "",
+        max_wait_seconds=options.max_wait_seconds,
+    )
+    started: StartedRun = start_run(
+        engine, sfn_client, machine_arn=machine_arn, compiled=compiled, loaded=prepared.loaded,
+        spec_text=prepared.spec_text, catalog_text=prepared.catalog_text, run_id=run_id,
+        variables=prepared.variables, options=run_options,
+        record_options={"source": uri, "version": version_id or etag or "", "machine": kind,
+                        "retries": options.retries, "max_concurrency": options.max_concurrency,
+                        **run_options.to_json()},
+    )
+    return InboxResult(
+        "already_started" if started.already_started else "started", key, run_id=run_id,
+        execution_arn=started.execution_arn, machine_arn=machine_arn, machine=kind,
+        already_started=started.already_started,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ reading
+def _read_object(engine: Engine, bucket: str, key: str, version_id: str | None) -> bytes | None:
+    """That version of the object when the event names one (a later upload must not change this run)."""
+    client = getattr(engine.store, "client", None)
+    if version_id and client is not None:
+        try:
+            return client.get_object(Bucket=bucket, Key=key, VersionId=version_id)["Body"].read()
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "NoSuchVersion", "404"):
+                return None
+            raise
+    return engine.store.get(f"s3://{bucket}/{key}")
+
+
+def _text(body: bytes, file: str) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError.single("$", f"file is not UTF-8 text (byte {exc.start})", "save it as UTF-8", file) from None
+
+
+def _catalog(engine: Engine) -> tuple[str, Catalog]:
+    uri = f"s3://{engine.runs.bucket}/{CATALOG_KEY}"
+    body = engine.store.get(uri)
+    if body is None or not body.strip():
+        return "", EMPTY_CATALOG
+    text = _text(body, uri)
+    return text, load_catalog_text(text, uri)
+
+
+def _prepare(engine: Engine, uri: str, body: bytes) -> _Prepared:
+    raw = load_yaml_text(_text(body, uri), uri)
+    if isinstance(raw, dict) and str(raw.get("apiVersion", "")).startswith("npa.workflow.run/"):
+        return _prepare_request(engine, uri, raw)
+    catalog_text, catalog = _catalog(engine)
+    loaded = validate_document(raw, file=uri, catalog=catalog)
+    return _Prepared(loaded, body.decode("utf-8"), catalog_text, {}, None)
+
+
+def _prepare_request(engine: Engine, uri: str, raw: dict[str, Any]) -> _Prepared:
+    try:
+        request = RunRequest.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(pydantic_problems(exc, "", uri)) from None
+    variables = request.variables()
+    catalog_text, catalog = _catalog(engine)
+    if isinstance(request.spec, dict):
+        try:
+            loaded = validate_document(request.spec, file=uri, catalog=catalog, overrides=variables)
+        except SpecError as exc:
+            raise Rejected([_under_spec(p) for p in exc.problems]) from None
+        spec_text = yaml.safe_dump(request.spec, sort_keys=False, allow_unicode=True)
+        return _Prepared(loaded, spec_text, catalog_text, variables, request)
+    name = request.spec
+    spec_uri = f"s3://{engine.runs.bucket}/{DEPLOYED_SPECS_PREFIX}{name}.yaml"
+    body = engine.store.get(spec_uri) if is_legal(name) else None
+    if body is None:
+        raise Rejected([Problem(
+            "spec", f"spec {name!r} is not deployed (no {spec_uri})",
+            "name a spec deployed from specs/ (its metadata.name), or give the spec inline as a mapping", file=uri,
+        )])
+    spec_text = _text(body, spec_uri)
+    loaded = validate_document(load_yaml_text(spec_text, spec_uri), file=spec_uri, catalog=catalog,
+                               overrides=variables)
+    return _Prepared(loaded, spec_text, catalog_text, variables, request)
+
+
+def _under_spec(problem: Problem) -> Problem:
+    """A problem of an inline spec, at its path inside the request."""
+    path = join("spec", problem.path) if problem.path not in ("", "$") else "spec"
+    return Problem(path, problem.message, problem.hint, problem.severity, problem.file)
+
+
+def _options(prepared: _Prepared) -> RunRequestOptions:
+    options = prepared.request.options if prepared.request else RunRequestOptions()
+    spec = prepared.loaded.spec
+    if options.assume_decision and spec.runtime_only:
+        raise Rejected([Problem(
+            "options.assumeDecision",
+            f"spec {spec.name!r} has metadata.executionMode: runtime: it must follow the decisions its steps write",
+            "remove options.assumeDecision", file=prepared.loaded.file,
+        )])
+    return options
+
+
+def _compile_options(options: RunRequestOptions, settings: InboxSettings) -> CompileOptions:
+    return CompileOptions(
+        max_wait_seconds=options.max_wait_seconds,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        retries=options.retries,
+        max_concurrency_cap=options.max_concurrency,
+    )
+
+
+def _check_run_id_free(engine: Engine, run_id: str, prepared: _Prepared, uri: str) -> None:
+    """An explicit `runId` may repeat only for the same run (a duplicate delivery), never take over another."""
+    existing = engine.ledger.get_run(run_id)
+    if existing is None:
+        return
+    frozen_spec = engine.store.get(engine.runs.uri(run_id, "spec.yaml"))
+    frozen_doc = engine.store.get(engine.runs.uri(run_id, "run.json"))
+    same = (
+        frozen_spec is not None and frozen_doc is not None
+        and frozen_spec.decode("utf-8", "replace") == prepared.spec_text
+        and json.loads(frozen_doc).get("vars") == prepared.variables
+    )
+    if not same:
+        raise Rejected([Problem(
+            "runId", f"run id {run_id!r} is already used by another run (workflow {existing.workflow!r}, "
+            f"started {existing.started_at})", "choose another runId, or leave it out for a generated one",
+            file=uri,
+        )])
+
+
+# ------------------------------------------------------------------------------------------------ machines
+def _masked(node: Any) -> Any:
+    """A definition with every `FunctionName` masked: deployed machines carry ARNs where the compile has
+    placeholders; the functions are the stack's either way."""
+    if isinstance(node, dict):
+        return {k: "<function>" if k == "FunctionName" and isinstance(v, str) else _masked(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_masked(v) for v in node]
+    return node
+
+
+def _deployed_definition(sfn_client: Any, arn: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(sfn_client.describe_state_machine(stateMachineArn=arn)["definition"])
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code")) == "StateMachineDoesNotExist":
+            return None
+        raise
+
+
+def _choose_machine(sfn_client: Any, settings: InboxSettings, loaded: LoadedSpec,
+                    compiled: CompiledMachine) -> tuple[str, str]:
+    name = loaded.spec.name
+    deployed_arn = settings.state_machines.get(name)
+    if deployed_arn:
+        deployed = _deployed_definition(sfn_client, deployed_arn)
+        if deployed is not None and _masked(deployed) == _masked(compiled.definition):
+            return deployed_arn, "deployed"
+    if not settings.allow_ad_hoc:
+        if deployed_arn:
+            message = (f"spec {name!r} differs from its deployed state machine (with these vars and options) and "
+                       "ad-hoc specs are not allowed")
+            hint = "run it as deployed, deploy the changed spec, or set allowAdHocSpecs"
+        else:
+            message = f"spec {name!r} is not deployed and ad-hoc specs are not allowed"
+            hint = "add it to specs/ and deploy, or set allowAdHocSpecs"
+        raise Rejected([Problem("metadata.name", message, hint, file=loaded.file)])
+    return _ad_hoc_machine(sfn_client, settings, compiled), "ad-hoc"
+
+
+def ad_hoc_definition(settings: InboxSettings, compiled: CompiledMachine) -> str:
+    text = json.dumps(compiled.definition, sort_keys=True, separators=(",", ":"))
+    for placeholder, arn in settings.function_arns.items():
+        text = text.replace(placeholder, arn)
+    return text
+
+
+def ad_hoc_machine_name(settings: InboxSettings, definition: str) -> str:
+    return settings.ad_hoc_prefix + hashlib.sha256(definition.encode("utf-8")).hexdigest()[:AD_HOC_HASH_HEX]
+
+
+def _ad_hoc_machine(sfn_client: Any, settings: InboxSettings, compiled: CompiledMachine) -> str:
+    definition = ad_hoc_definition(settings, compiled)
+    name = ad_hoc_machine_name(settings, definition)
+    kwargs: dict[str, Any] = {
+        "name": name, "definition": definition, "roleArn": settings.ad_hoc_role_arn, "type": "STANDARD",
+        "tracingConfiguration": {"enabled": True},
+    }
+    if settings.ad_hoc_log_group_arn:
+        kwargs["loggingConfiguration"] = {
+            "level": "ALL", "includeExecutionData": True,
+            "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": settings.ad_hoc_log_group_arn}}],
+        }
+    try:
+        return sfn_client.create_state_machine(**kwargs)["stateMachineArn"]
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code")) != "StateMachineAlreadyExists":
+            raise
+    # Same name = same definition (content-addressed): reuse it, whatever else differs.
+    partition, account = _partition_account(settings.ad_hoc_role_arn)
+    return f"arn:{partition}:states:{sfn_client.meta.region_name}:{account}:stateMachine:{name}"
+
+
+def _partition_account(role_arn: str) -> tuple[str, str]:
+    parts = role_arn.split(":")
+    return (parts[1], parts[4]) if len(parts) > 4 else ("aws", "")
+
+
+# ------------------------------------------------------------------------------------------------ rejection
+def _reject(engine: Engine, bucket: str, key: str, problems: list[Problem]) -> InboxResult:
+    errors = [p.to_json() for p in problems if p.severity == "error"] or [p.to_json() for p in problems]
+    rejected = rejected_key_for(key)
+    doc = {"key": key, "errors": errors,
+           "rejected_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+    engine.store.put(f"s3://{bucket}/{rejected}", json.dumps(doc, indent=2).encode("utf-8"))
+    return InboxResult("rejected", key, rejected_key=rejected, errors=errors)
