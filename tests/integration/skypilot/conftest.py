@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from npa_workflow.adapters.skypilot_api import SkyPilotApi, SkyPilotError
 
 HERE = Path(__file__).resolve().parent

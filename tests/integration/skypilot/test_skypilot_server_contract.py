@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+
 from npa_workflow.adapters.skypilot_api import (
     API_VERSION,
     SKYPILOT_VERSION,
