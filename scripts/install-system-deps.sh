@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the tests need, installed only when missing (safe to run any number of times):
-#   rsync — a SkyPilot API server in consolidation mode (the contract tests' server) uses it.
+#   rsync — a SkyPilot API server in consolidation mode (the contract tests' server) uses it;
+#   graphviz — `dot`, which `npa-workflow graph --format png` and the graph tests run.
 set -euo pipefail
 missing=()
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,0 +1,109 @@
+"""`npa-workflow graph`: draw a spec's states, groups, loops and branches (Mermaid, DOT or PNG),
+optionally coloured by the statuses of a run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from npa_workflow.cli.common import CatalogOpt, VarOpt, load_or_exit
+from npa_workflow.cli.output import print_problems, stdout
+from npa_workflow.compile.asl import compile_spec
+from npa_workflow.errors import SpecError
+from npa_workflow.graph import GraphvizError, build_graph, render_dot, render_mermaid, render_png, statuses_from_report
+
+
+class GraphFormat(StrEnum):
+    mermaid = "mermaid"
+    dot = "dot"
+    png = "png"
+
+
+def _fail(message: str) -> typer.Exit:
+    sys.stderr.write(f"npa-workflow graph: error: {message}\n")
+    return typer.Exit(1)
+
+
+def read_run_report(path: Path) -> dict[str, Any]:
+    """A `npa-workflow run --json` report: {"waves": [{"state", "status", ...}], "error": {...} | null, ...}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _fail(f"--run {path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        raise _fail(f"--run {path}: not JSON ({exc}); pass the output of `npa-workflow run --json`") from None
+    if not isinstance(report, dict) or not isinstance(report.get("waves"), list):
+        raise _fail(f"--run {path}: expected a run report with a \"waves\" list "
+                    "(the output of `npa-workflow run --json`)")
+    if any(not isinstance(w, dict) or not isinstance(w.get("state"), str) for w in report["waves"]):
+        raise _fail(f"--run {path}: every entry of \"waves\" needs a \"state\" name and a \"status\"")
+    if report.get("error") is not None and not isinstance(report["error"], dict):
+        raise _fail(f"--run {path}: \"error\" must be an object {{\"state\", \"message\"}} or null")
+    return report
+
+
+def graph_command(
+    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
+    catalog: CatalogOpt = None,
+    var: VarOpt = None,
+    fmt: Annotated[
+        GraphFormat, typer.Option("--format", help="mermaid (Markdown), dot (Graphviz) or png (runs Graphviz `dot`)")
+    ] = GraphFormat.mermaid,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file (png: required unless stdout is redirected)")
+    ] = None,
+    run: Annotated[
+        Path | None,
+        typer.Option("--run", help="Colour states by their status in a run: for now, the path of a JSON file "
+                     "holding the report of `npa-workflow run --json` (green succeeded, red failed, blue running, "
+                     "grey cancelled, white not reached)"),
+    ] = None,
+) -> None:
+    """Draw the spec: states, groups with their bound, loops with their back edge, branches with their `when`."""
+    loaded = load_or_exit(spec, catalog, var)
+    try:
+        graph = build_graph(loaded, compile_spec(loaded))
+    except SpecError as exc:
+        print_problems(exc.problems)
+        raise typer.Exit(1) from None
+    if run is not None:
+        report = read_run_report(run)
+        graph = graph.with_statuses(statuses_from_report(graph, report), str(report.get("status") or ""))
+    if fmt is GraphFormat.mermaid:
+        text = render_mermaid(graph)
+    else:
+        text = render_dot(graph)
+    if fmt is GraphFormat.png:
+        try:
+            data = render_png(text)
+        except GraphvizError as exc:
+            raise _fail(str(exc)) from None
+        if out is None:
+            if sys.stdout.isatty():
+                raise _fail("--format png writes binary data: pass --out FILE.png (or redirect stdout)")
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            return
+        _write(out, data)
+        return
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    _write(out, text.encode("utf-8"))
+
+
+def _write(out: Path, data: bytes) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+    except OSError as exc:
+        raise _fail(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
+    stdout.print(f"wrote {out} ({len(data):,} bytes)", highlight=False)

@@ -1,0 +1,327 @@
+"""What one run of a spec costs in AWS orchestration, before it starts. Pure: no I/O, no AWS calls.
+
+For each decision assumption (`promote_checkpoint`, `loop_back`) the estimate walks the compiled state
+machine the way an execution would when every decision artifact holds that value, and counts:
+
+- state transitions: every state entered (`*StateEntered` events, which Step Functions Standard bills): a
+  wave is its Task (a `waitForTaskToken` wait costs no more however long the job runs); helper states
+  (`<x>.decide`, `<x>.until`, `<x>.next`, `<x>.trigger`, `<x>.branch`, `<x>.loop`, `<x>.end`, Pass/Succeed)
+  count when entered; a Map counts itself and, per member, its processor's states;
+- Lambda invocations: launch per wave Task entered (each member of a group launches its own job), decide
+  per decision point, trigger per trigger Task, cleanup 0 (it only runs when a wave fails), the inbox once
+  (the run starts from a spec put under `inbox/`), and the watch schedule's ticks over an assumed run
+  duration (`assume_minutes`; it is a stack-wide schedule, so concurrent runs share it);
+- prices: $0.025 per 1,000 state transitions; Lambda (arm64) $0.20 per 1M requests plus
+  $0.0000133334 per GB-second at a stated memory size and average duration.
+
+The success path only: no retries, no failures, no free tier. The plan of the same assumption gives the
+waves and jobs, and the walk's launches must match its jobs (`consistent`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from npa_workflow import decisions
+from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.plan.planner import build_plan, run_context
+from npa_workflow.plan.waves import build_waves
+from npa_workflow.spec.validate import LoadedSpec
+
+ASSUMPTIONS = ("promote_checkpoint", "loop_back")
+FUNCTIONS = ("launch", "decide", "trigger", "cleanup", "inbox", "watch")
+MAX_STATES_ENTERED = 1_000_000
+
+
+class CostError(ValueError):
+    """The compiled machine holds something the estimate cannot walk."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    transition_usd_per_1000: float = 0.025  # Step Functions Standard
+    lambda_request_usd_per_million: float = 0.20
+    lambda_gb_second_usd: float = 0.0000133334  # arm64
+    lambda_memory_mb: int = 512  # the stack's functions (infra/functions.py HandlerSpec default)
+    lambda_duration_ms: int = 1000  # assumed average billed duration of one invocation
+
+    @property
+    def gb_seconds_per_invocation(self) -> float:
+        return self.lambda_memory_mb / 1024 * self.lambda_duration_ms / 1000
+
+    def describe(self) -> str:
+        return (f"${self.transition_usd_per_1000:g} per 1,000 state transitions (Standard); Lambda arm64 "
+                f"${self.lambda_request_usd_per_million:.2f} per 1M requests + ${self.lambda_gb_second_usd:.10f} per "
+                f"GB-second, assuming {self.lambda_memory_mb} MB and {self.lambda_duration_ms:,} ms per invocation")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "transition_usd_per_1000": self.transition_usd_per_1000,
+            "lambda_request_usd_per_million": self.lambda_request_usd_per_million,
+            "lambda_gb_second_usd": self.lambda_gb_second_usd,
+            "lambda_memory_mb": self.lambda_memory_mb,
+            "lambda_duration_ms": self.lambda_duration_ms,
+        }
+
+
+@dataclass(frozen=True)
+class AssumptionCost:
+    assumption: str  # promote_checkpoint | loop_back
+    decision: str  # the normalized value every decision point reads
+    waves: int  # of the plan under this assumption
+    jobs: int  # plan steps that run a command
+    state_transitions: int
+    transitions_by_kind: dict[str, int]  # wave | helper | map
+    lambda_invocations: dict[str, int]  # FUNCTIONS → count
+    lambda_gb_seconds: float
+    step_functions_usd: float
+    lambda_usd: float
+    consistent: bool  # the walk launched exactly the plan's jobs
+
+    @property
+    def total_usd(self) -> float:
+        return self.step_functions_usd + self.lambda_usd
+
+    @property
+    def total_invocations(self) -> int:
+        return sum(self.lambda_invocations.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "assumption": self.assumption,
+            "decision": self.decision,
+            "waves": self.waves,
+            "jobs": self.jobs,
+            "state_transitions": self.state_transitions,
+            "transitions_by_kind": dict(self.transitions_by_kind),
+            "lambda_invocations": dict(self.lambda_invocations),
+            "lambda_invocations_total": self.total_invocations,
+            "lambda_gb_seconds": round(self.lambda_gb_seconds, 6),
+            "step_functions_usd": round(self.step_functions_usd, 8),
+            "lambda_usd": round(self.lambda_usd, 8),
+            "total_usd": round(self.total_usd, 8),
+            "consistent_with_plan": self.consistent,
+        }
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    workflow: str
+    assume_minutes: float
+    watch_interval_minutes: int
+    pricing: Pricing
+    assumptions: list[AssumptionCost]
+    notes: list[str] = field(default_factory=list)
+
+    def by_assumption(self, name: str) -> AssumptionCost:
+        return next(a for a in self.assumptions if a.assumption == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "assume_minutes": self.assume_minutes,
+            "watch_interval_minutes": self.watch_interval_minutes,
+            "pricing": self.pricing.to_json(),
+            "assumptions": [a.to_json() for a in self.assumptions],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class _Walk:
+    """One execution's path through the machine under a constant decision value."""
+
+    machine: CompiledMachine
+    loaded: LoadedSpec
+    functions: Mapping[str, str]  # function ARN placeholder → launch | decide | trigger | cleanup
+    decision: str
+    entered: int = 0
+    by_kind: dict[str, int] = field(default_factory=lambda: {"wave": 0, "helper": 0, "map": 0})
+    invocations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
+
+    def run(self) -> None:
+        data: dict[str, Any] = {"loops": dict.fromkeys(self.machine.loop_keys.values(), 0), "decision": ""}
+        self._states(self.machine.definition, data)
+
+    def _enter(self, kind: str) -> None:
+        self.entered += 1
+        self.by_kind[kind] += 1
+        if self.entered > MAX_STATES_ENTERED:
+            raise CostError(f"the walk entered more than {MAX_STATES_ENTERED:,} states: a loop without a bound?")
+
+    def _states(self, machine: Mapping[str, Any], data: dict[str, Any]) -> None:
+        states = machine["States"]
+        name: str | None = machine["StartAt"]
+        while name is not None:
+            state = states.get(name)
+            if state is None:
+                raise CostError(f"the machine names state {name!r}, which it does not define")
+            name = self._step(name, state, data)
+
+    def _step(self, name: str, state: Mapping[str, Any], data: dict[str, Any]) -> str | None:
+        kind = state.get("Type")
+        if kind == "Task":
+            function = self.functions.get(str(state.get("Parameters", {}).get("FunctionName", "")), "")
+            self._enter("wave" if function == "launch" else "helper")
+            if function:
+                self.invocations[function] += 1
+            if function == "decide":
+                data["decision"] = self.decision
+        elif kind == "Map":
+            self._enter("map")
+            for _ in range(self._map_items(name, state)):
+                self._states(state["ItemProcessor"], {**data})
+        elif kind == "Pass":
+            self._enter("helper")
+            self._pass(state, data)
+        elif kind == "Choice":
+            self._enter("helper")
+            return self._choose(name, state, data)
+        elif kind in ("Succeed", "Fail"):
+            self._enter("helper")
+            return None
+        elif kind == "Wait":
+            self._enter("helper")
+        else:
+            raise CostError(f"state {name!r} has type {kind!r}, which the estimate does not walk")
+        return None if state.get("End") else state.get("Next")
+
+    def _map_items(self, name: str, state: Mapping[str, Any]) -> int:
+        groups = {key: group for group, key in self.machine.group_keys.items()}
+        path = str(state.get("ItemsPath", ""))
+        reader_key = str(state.get("ItemReader", {}).get("Parameters", {}).get("Key.$", ""))
+        for key, group in groups.items():
+            if path == f"$.groups.{key}" or f"/groups/{key}.json" in reader_key:
+                return len(self.loaded.spec.states[group].parallel)
+        raise CostError(f"Map state {name!r} reads no known group's members")
+
+    def _pass(self, state: Mapping[str, Any], data: dict[str, Any]) -> None:
+        params = state.get("Parameters")
+        if not isinstance(params, Mapping):
+            return
+        loops = params.get("loops")
+        if isinstance(loops, Mapping):
+            new: dict[str, Any] = {}
+            for key, value in loops.items():
+                if key.endswith(".$"):
+                    counter = key[:-2]
+                    text = str(value)
+                    if text.startswith("States.MathAdd("):
+                        new[counter] = int(data["loops"].get(counter, 0)) + 1
+                    else:
+                        new[counter] = data["loops"].get(text.removeprefix("$.loops."), 0)
+                else:
+                    new[key] = value
+            data["loops"] = new
+        decision = params.get("decision")
+        if isinstance(decision, Mapping) and "value" in decision:
+            data["decision"] = decision["value"]
+
+    def _choose(self, name: str, state: Mapping[str, Any], data: dict[str, Any]) -> str:
+        for rule in state.get("Choices", []):
+            variable = str(rule.get("Variable", ""))
+            if variable == "$.decision.value":
+                value: Any = data["decision"]
+            elif variable.startswith("$.loops."):
+                value = data["loops"].get(variable[len("$.loops."):], 0)
+            else:
+                raise CostError(f"Choice {name!r} reads {variable!r}, which the estimate does not model")
+            if "StringEquals" in rule and value == rule["StringEquals"]:
+                return rule["Next"]
+            if "NumericGreaterThanEquals" in rule and value >= rule["NumericGreaterThanEquals"]:
+                return rule["Next"]
+        if "Default" not in state:
+            raise CostError(f"Choice {name!r} matched no rule and has no Default")
+        return state["Default"]
+
+
+def _functions(options: CompileOptions) -> dict[str, str]:
+    return {options.launch_arn: "launch", options.decide_arn: "decide", options.trigger_arn: "trigger",
+            options.cleanup_arn: "cleanup"}
+
+
+def estimate_assumption(
+    loaded: LoadedSpec,
+    machine: CompiledMachine,
+    assumption: str,
+    *,
+    options: CompileOptions,
+    pricing: Pricing,
+    watch_invocations: int,
+    run_id: str | None = None,
+) -> AssumptionCost:
+    plan = build_plan(loaded, run_id=run_id, assume_decision=assumption)
+    waves = build_waves(loaded, plan, run_context(loaded, plan.run_id),
+                        max_concurrency_cap=options.max_concurrency_cap)
+    jobs = sum(1 for step in plan.steps if step.command)
+    walk = _Walk(machine, loaded, _functions(options), decisions.normalize(assumption))
+    walk.run()
+    invocations = dict(walk.invocations)
+    invocations["inbox"] = 1
+    invocations["watch"] = watch_invocations
+    count = sum(invocations.values())
+    gb_seconds = count * pricing.gb_seconds_per_invocation
+    lambda_usd = count * pricing.lambda_request_usd_per_million / 1_000_000 + gb_seconds * pricing.lambda_gb_second_usd
+    return AssumptionCost(
+        assumption=assumption,
+        decision=decisions.normalize(assumption),
+        waves=len(waves.waves),
+        jobs=jobs,
+        state_transitions=walk.entered,
+        transitions_by_kind=dict(walk.by_kind),
+        lambda_invocations=invocations,
+        lambda_gb_seconds=gb_seconds,
+        step_functions_usd=walk.entered * pricing.transition_usd_per_1000 / 1000,
+        lambda_usd=lambda_usd,
+        consistent=walk.invocations["launch"] == jobs,
+    )
+
+
+def estimate_cost(
+    loaded: LoadedSpec,
+    *,
+    assume_minutes: float = 0.0,
+    watch_interval_minutes: int = 1,
+    pricing: Pricing | None = None,
+    options: CompileOptions | None = None,
+    run_id: str | None = None,
+) -> CostEstimate:
+    """The estimate per run under both assumptions. `assume_minutes` is how long the run is assumed to
+    take (the spec says nothing about durations, so 0 leaves the watch schedule out, and the notes say so)."""
+    if assume_minutes < 0:
+        raise ValueError("assume_minutes must be >= 0")
+    if watch_interval_minutes < 1:
+        raise ValueError("watch_interval_minutes must be >= 1")
+    pricing = pricing or Pricing()
+    options = options or CompileOptions()
+    machine = compile_spec(loaded, options)
+    ticks = math.ceil(assume_minutes / watch_interval_minutes) if assume_minutes else 0
+    results = [
+        estimate_assumption(loaded, machine, a, options=options, pricing=pricing, watch_invocations=ticks,
+                            run_id=run_id)
+        for a in ASSUMPTIONS
+    ]
+    notes = [f"prices: {pricing.describe()}"]
+    if assume_minutes:
+        notes.append(f"watch: every {watch_interval_minutes} min over an assumed {assume_minutes:g} min run = "
+                     f"{ticks} invocations (a stack-wide schedule: concurrent runs share it)")
+    else:
+        notes.append("watch: not included — no run duration assumed (pass --assume-minutes N; the schedule "
+                     f"ticks every {watch_interval_minutes} min whether or not a run is active)")
+    notes.append("success path only: no retries, no cleanup; free tiers not applied; SkyPilot compute not "
+                 "included; S3 events in the stack bucket that also invoke the trigger function are not counted")
+    for r in results:
+        if not r.consistent:
+            notes.append(f"{r.assumption}: the machine launches {r.lambda_invocations['launch']} jobs, the plan "
+                         f"has {r.jobs}; the transition count follows the machine")
+    return CostEstimate(
+        workflow=loaded.spec.name,
+        assume_minutes=assume_minutes,
+        watch_interval_minutes=watch_interval_minutes,
+        pricing=pricing,
+        assumptions=results,
+        notes=notes,
+    )

@@ -1,0 +1,199 @@
+"""The per-run cost estimate (`npa_workflow.cost`, `npa-workflow plan --cost`): state transitions walked on
+the compiled machine, Lambda invocations counted by hand for a tiny spec, prices, and the printed table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from npa_workflow.cli.app import app
+from npa_workflow.compile.asl import CompileOptions, compile_spec
+from npa_workflow.cost import ASSUMPTIONS, CostError, Pricing, estimate_assumption, estimate_cost
+from npa_workflow.plan.planner import build_plan
+from npa_workflow.spec.load import load_spec, load_spec_text
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = ROOT / "specs"
+EXAMPLES = ("gate-loop", "fanout", "sweep", "trigger")
+
+# t (trigger) → g (group of two, one at a time) → r (branches: promote → done, else next → l)
+#   → l (leaf loop, max 2, until promote) → done (terminal)
+TINY = """\
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {name: tiny}
+initial: t
+states:
+  t:
+    trigger: {uri: "s3://bk/in/", pollSeconds: 1, maxPolls: 5}
+    run: {shell: t}
+    next: g
+  g: {parallel: [m1, m2], maxConcurrency: 1, next: r}
+  m1: {run: {shell: m1}}
+  m2: {run: {shell: m2}}
+  r:
+    run: {shell: r}
+    transitions: [{when: promote_checkpoint, goto: done}]
+    next: l
+  l: {run: {shell: l}, loop: {max: 2, until: promote_checkpoint}, next: done}
+  done: {run: {shell: d}, terminal: true}
+"""
+
+# Counted by hand from the compiled machine.
+# promote: t.trigger, t, g (Map), m1's and m2's `g.member`, r, r.decide, r.branch → done               = 9 states
+# loop_back: … r.branch → l.loop, (l, l.decide, l.until) ×2 with l.next between, done                = 17 states
+TINY_EXPECTED = {
+    "promote_checkpoint": (9, {"launch": 5, "decide": 1, "trigger": 1, "cleanup": 0, "inbox": 1, "watch": 0}),
+    "loop_back": (17, {"launch": 7, "decide": 3, "trigger": 1, "cleanup": 0, "inbox": 1, "watch": 0}),
+}
+
+
+def example(name: str, **overrides: str):
+    return load_spec(SPECS / f"{name}.yaml", overrides=overrides or None)
+
+
+def test_tiny_spec_matches_the_hand_count() -> None:
+    estimate = estimate_cost(load_spec_text(TINY))
+    assert [a.assumption for a in estimate.assumptions] == list(ASSUMPTIONS)
+    for a in estimate.assumptions:
+        transitions, invocations = TINY_EXPECTED[a.assumption]
+        assert a.state_transitions == transitions, a.assumption
+        assert a.lambda_invocations == invocations, a.assumption
+        assert a.consistent
+    promote = estimate.by_assumption("promote_checkpoint")
+    assert promote.transitions_by_kind == {"wave": 5, "helper": 3, "map": 1}
+    assert (promote.waves, promote.jobs) == (4, 5)  # t, the group's wave, r, done; the group runs two jobs
+    assert estimate.by_assumption("loop_back").decision == "loop_back_to_inner_loop"
+
+
+def test_watch_invocations_follow_the_assumed_duration() -> None:
+    loaded = load_spec_text(TINY)
+    assert estimate_cost(loaded, assume_minutes=10).assumptions[0].lambda_invocations["watch"] == 10
+    assert estimate_cost(loaded, assume_minutes=10, watch_interval_minutes=3).assumptions[1].lambda_invocations[
+        "watch"] == 4  # ticks at 0-3-6-9 → ceil(10 / 3)
+    without = estimate_cost(loaded)
+    assert without.assume_minutes == 0 and without.assumptions[0].lambda_invocations["watch"] == 0
+    assert any("watch: not included" in note and "--assume-minutes" in note for note in without.notes)
+    with pytest.raises(ValueError):
+        estimate_cost(loaded, assume_minutes=-1)
+
+
+def test_prices() -> None:
+    pricing = Pricing(lambda_memory_mb=1024, lambda_duration_ms=500)
+    estimate = estimate_cost(load_spec_text(TINY), pricing=pricing, assume_minutes=2)
+    a = estimate.by_assumption("loop_back")
+    calls = 7 + 3 + 1 + 1 + 2
+    assert a.total_invocations == calls
+    assert a.step_functions_usd == pytest.approx(17 * 0.025 / 1000)
+    assert a.lambda_gb_seconds == pytest.approx(calls * 0.5)
+    assert a.lambda_usd == pytest.approx(calls * 0.20 / 1e6 + calls * 0.5 * 0.0000133334)
+    assert a.total_usd == pytest.approx(a.step_functions_usd + a.lambda_usd)
+    doc = estimate.to_json()
+    assert doc["pricing"] == {"transition_usd_per_1000": 0.025, "lambda_request_usd_per_million": 0.2,
+                              "lambda_gb_second_usd": 0.0000133334, "lambda_memory_mb": 1024,
+                              "lambda_duration_ms": 500}
+    assert "1024 MB and 500 ms per invocation" in doc["notes"][0]
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_loop_back_costs_more_than_promote_for_gate_loop() -> None:
+    estimate = estimate_cost(example("gate-loop"))
+    promote, loop_back = estimate.by_assumption("promote_checkpoint"), estimate.by_assumption("loop_back")
+    # promote: refine, prepare, train, gate, refine.decide, refine.until, route, route.decide, route.branch, publish
+    assert promote.state_transitions == 10
+    # loop_back: refine + 3 rounds of 5 + 2 refine.next + route, route.decide, route.branch, escalate
+    assert loop_back.state_transitions == 22
+    assert loop_back.state_transitions > promote.state_transitions
+    assert loop_back.total_usd > promote.total_usd
+    assert (promote.lambda_invocations["launch"], loop_back.lambda_invocations["launch"]) == (5, 11)
+    assert (promote.lambda_invocations["decide"], loop_back.lambda_invocations["decide"]) == (2, 4)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_transitions_equal_for_equal_plans(name: str) -> None:
+    loaded = example(name)
+    options = CompileOptions()
+    machine = compile_spec(loaded, options)
+
+    def cost(assumption: str):
+        return estimate_assumption(loaded, machine, assumption, options=options, pricing=Pricing(),
+                                   watch_invocations=0)
+
+    # An alias is the same assumption: the same plan, the same count.
+    assert cost("promote").state_transitions == cost("promote_checkpoint").state_transitions
+    plans = {a: build_plan(loaded, assume_decision=a).to_json()["steps"] for a in ASSUMPTIONS}
+    costs = {a: cost(a) for a in ASSUMPTIONS}
+    if plans["promote_checkpoint"] == plans["loop_back"]:
+        assert costs["promote_checkpoint"].state_transitions == costs["loop_back"].state_transitions
+        assert costs["promote_checkpoint"].lambda_invocations == costs["loop_back"].lambda_invocations
+    else:
+        assert name == "gate-loop"
+    for a in costs.values():
+        assert a.consistent  # the walk launches exactly the plan's jobs
+
+
+def test_examples_hand_counts() -> None:
+    fanout = estimate_cost(example("fanout")).assumptions[0]
+    # prepare, shards (Map), 3 × shards.member, join, done
+    assert fanout.state_transitions == 7
+    assert (fanout.transitions_by_kind["map"], fanout.lambda_invocations["launch"]) == (1, 6)
+    trigger = estimate_cost(example("trigger")).assumptions[0]
+    # ingest.trigger, ingest, publish
+    assert (trigger.state_transitions, trigger.lambda_invocations["trigger"]) == (3, 1)
+    sweep = estimate_cost(example("sweep", max_concurrency="4")).assumptions[0]
+    assert (sweep.state_transitions, sweep.waves, sweep.jobs) == (8, 4, 7)
+
+
+def test_unknown_machine_shapes_are_refused() -> None:
+    from npa_workflow.cost import _Walk
+
+    loaded = load_spec_text(TINY)
+    machine = compile_spec(loaded)
+    odd = type(machine)(definition={"StartAt": "p", "States": {"p": {"Type": "Parallel", "End": True}}},
+                        loop_keys={}, group_keys={})
+    with pytest.raises(CostError, match="type 'Parallel'"):
+        _Walk(odd, loaded, {}, "").run()
+
+
+# -- the CLI ------------------------------------------------------------------------------------------
+
+
+def test_plan_cost_table_lists_both_assumptions() -> None:
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "gate-loop.yaml"), "--waves", "--cost",
+                                      "--assume-minutes", "30"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "11 waves" in out  # the plan is still printed
+    assert "gate-loop — estimated AWS cost per run" in out
+    assert "assume promote_checkpoint" in out and "assume loop_back" in out
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
+            for line in out.splitlines() if line.startswith("│")}
+    assert rows["state transitions"] == ["10", "22"]
+    assert rows["launch"] == ["5", "11"] and rows["watch"] == ["30", "30"] and rows["cleanup"] == ["0", "0"]
+    assert rows["Step Functions"] == ["$0.000250", "$0.000550"]
+    assert "512 MB and 1,000 ms per invocation" in out
+    assert "$0.025 per 1,000 state transitions" in out and "$0.0000133334 per GB-second" in out
+    assert "every 1 min over an assumed 30 min run = 30 invocations" in out
+
+
+def test_plan_cost_json() -> None:
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "fanout.yaml"), "--cost", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["workflow"] == "fanout" and len(doc["steps"]) == 6  # the plan document, plus its cost
+    cost = doc["cost"]
+    assert [a["assumption"] for a in cost["assumptions"]] == ["promote_checkpoint", "loop_back"]
+    first = cost["assumptions"][0]
+    assert first["state_transitions"] == 7 and first["lambda_invocations"]["launch"] == 6
+    assert first["consistent_with_plan"] is True and cost["assume_minutes"] == 0
+
+
+def test_plan_without_cost_is_unchanged() -> None:
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "fanout.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "cost" not in json.loads(result.stdout)
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "fanout.yaml")])
+    assert "estimated AWS cost" not in result.stdout
