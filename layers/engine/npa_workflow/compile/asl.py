@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_workflow import decisions
 from npa_workflow.compile.names import NameAllocator
 from npa_workflow.plan.waves import concurrency_limit
 from npa_workflow.spec.config import RunContext, resolve_config
@@ -32,6 +33,9 @@ from npa_workflow.spec.validate import LoadedSpec
 WAVE_FAILED = "Wave.Failed"
 WAVE_INFRA_FAILED = "Wave.InfrastructureFailed"
 INLINE_MAP_LIMIT = 40
+
+# A predicate holds when the normalized decision equals this value (decisions.predicate).
+_PREDICATE_VALUE = {"promote_checkpoint": decisions.PROMOTE, "loop_back": decisions.LOOP_BACK}
 
 LAUNCH = "${LaunchFunctionArn}"
 DECIDE = "${DecideFunctionArn}"
@@ -184,8 +188,7 @@ class _Compiler:
             if t.when is None:
                 default = target
                 break
-            value = "promote_checkpoint" if t.when == "promote_checkpoint" else "loop_back_to_inner_loop"
-            rules.append({"Variable": "$.decision.value", "StringEquals": value, "Next": target})
+            rules.append({"Variable": "$.decision.value", "StringEquals": _PREDICATE_VALUE[t.when], "Next": target})
         fallback = self.next_or_end(default, name_asl)
         if not rules:  # only unconditional or disabled edges: no Choice needed
             return fallback
@@ -304,12 +307,7 @@ class _Compiler:
         if st.loop.until:
             check = self.decide(asl, writer or name, until, "loop")
         body = self._sequence_body(name, st, check, asl)
-        rules: list[dict[str, Any]] = []
-        if st.loop.until:
-            value = "promote_checkpoint" if st.loop.until == "promote_checkpoint" else "loop_back_to_inner_loop"
-            rules.append({"Variable": "$.decision.value", "StringEquals": value, "Next": exit_to})
-        rules.append({"Variable": f"$.loops.{key}", "NumericGreaterThanEquals": self.loop_max(name, st),
-                      "Next": exit_to})
+        rules = self._loop_exit_rules(name, st, key, exit_to)
         again = self._add_helper(asl, "next", {**self._loop_pass(key, reset=False), "Next": body,
                                                "Comment": f"next iteration of '{name}' (back edge)"})
         self.states[until] = {"Type": "Choice", "Choices": rules, "Default": again,
@@ -318,6 +316,17 @@ class _Compiler:
                  "Comment": f"loop '{name}': iteration 1 of at most {self.loop_max(name, st)}"}
         self.states[asl] = start
         return asl
+
+    def _loop_exit_rules(self, name: str, st: State, key: str, exit_to: str) -> list[dict[str, Any]]:
+        """Leave the loop when the `until` predicate holds on the decision, or the budget is spent."""
+        assert st.loop is not None
+        rules: list[dict[str, Any]] = []
+        if st.loop.until:
+            rules.append({"Variable": "$.decision.value", "StringEquals": _PREDICATE_VALUE[st.loop.until],
+                          "Next": exit_to})
+        rules.append({"Variable": f"$.loops.{key}", "NumericGreaterThanEquals": self.loop_max(name, st),
+                      "Next": exit_to})
+        return rules
 
     def _leaf_loop(self, name: str, asl: str, st: State, cont: str | None) -> str:
         assert st.loop is not None
@@ -336,12 +345,7 @@ class _Compiler:
         self.with_catch(work, asl, name)
         self.states[asl] = work
         entry = self._with_trigger(name, asl, st, asl)
-        rules: list[dict[str, Any]] = []
-        if st.loop.until:
-            value = "promote_checkpoint" if st.loop.until == "promote_checkpoint" else "loop_back_to_inner_loop"
-            rules.append({"Variable": "$.decision.value", "StringEquals": value, "Next": exit_to})
-        rules.append({"Variable": f"$.loops.{key}", "NumericGreaterThanEquals": self.loop_max(name, st),
-                      "Next": exit_to})
+        rules = self._loop_exit_rules(name, st, key, exit_to)
         again = self._add_helper(asl, "next", {**self._loop_pass(key, reset=False), "Next": entry,
                                                "Comment": f"next iteration of '{name}' (back edge)"})
         self.states[until] = {"Type": "Choice", "Choices": rules, "Default": again}
