@@ -21,6 +21,7 @@ from npa_workflow.engine.context import Engine
 from npa_workflow.engine.decide import decide
 from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing
 from npa_workflow.engine.launch import launch
+from npa_workflow.engine.ports import SubmitError
 from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.engine.trigger import on_object_created, trigger
 from npa_workflow.engine.watch import watch_pass
@@ -232,3 +233,27 @@ def test_named_secrets_reach_the_job_from_the_environment_and_nowhere_else(engin
     frozen = (engine.store.get("s3://engine/runs/rs/run.json") or b"").decode()
     assert "hf-very-secret" not in stored and "hf-very-secret" not in frozen
     assert "HF_TOKEN" in frozen  # only the name travels
+
+
+class LostResponseExecutor(LocalJobExecutor):
+    """The job starts, but the answer to the submit is lost (a timeout after the request was sent)."""
+
+    def submit(self, job):
+        super().submit(job)
+        raise SubmitError("launch outcome unknown: read timed out", "unknown")
+
+
+def test_a_launch_with_an_unknown_outcome_is_reconciled_by_name_never_resubmitted(engine, tmp_path):
+    engine.executor = LostResponseExecutor(tmp_path / "lost-jobs", cancel_grace_seconds=1.0)
+    start(engine)
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    event = {"run_id": "r1", "state": "work", "loops": {"l1": 1}, "token": "t1"}
+    first = launch(engine, event)
+    assert "unknown" in first
+    assert engine.ledger.latest_attempt("r1", "work|refine=1").status == WaveStatus.UNKNOWN
+    again = launch(engine, {**event, "token": "t2"})  # a retried Lambda call must not submit again
+    assert again["adopted"] is True
+    name = engine.ledger.latest_attempt("r1", "work|refine=1").job_name
+    [(kind, _, _)] = settle(engine, "t2")  # the watch pass adopts the one job with that name
+    assert kind == "succeed"
+    assert len(engine.executor.find_by_name(name)) == 1

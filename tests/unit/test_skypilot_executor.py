@@ -139,3 +139,13 @@ def test_an_unreachable_server_is_an_infrastructure_failure():
     with pytest.raises(SubmitError) as err:
         SkyPilotExecutor(api, EnvironmentSecrets({})).submit(request())
     assert err.value.category == "infrastructure"
+
+
+def test_a_launch_whose_answer_is_lost_is_reported_unknown_not_resent(double):
+    api = SkyPilotApi(double.endpoint, retry_deadline=2.0, read_timeout=0.5, poll_interval=0.05)
+    executor = SkyPilotExecutor(api, EnvironmentSecrets({}))
+    double.delay_next(2.0, path_prefix="/jobs/launch")
+    with pytest.raises(SubmitError) as err:
+        executor.submit(request())
+    assert err.value.category == "unknown"
+    assert len(double.calls_to("/jobs/launch")) == 1  # never resent blindly

@@ -19,6 +19,7 @@ from npa_workflow.adapters.skypilot_api import (
     SkyPilotError,
     SkyPilotNotFound,
     SkyPilotRequestFailed,
+    SkyPilotUnavailable,
     classify_error,
     classify_job,
 )
@@ -52,6 +53,10 @@ class SkyPilotExecutor:
             return Submission(request_id=self.api.launch(str(document), job.name))
         except SecretMissing as exc:
             raise SubmitError(str(exc), "configuration") from None
+        except SkyPilotUnavailable as exc:
+            if exc.maybe_received:  # the server may have taken the launch: reconcile, never resend
+                raise SubmitError(f"launch outcome unknown: {exc}", "unknown") from None
+            raise SubmitError(str(exc), "infrastructure") from None
         except SkyPilotError as exc:
             raise SubmitError(str(exc), _category(exc)) from None
 

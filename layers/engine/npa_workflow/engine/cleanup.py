@@ -16,16 +16,29 @@ from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveStatus
 
 
 def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
-    """Cancel every active wave of the run; returns the job ids cancelled (confirmed)."""
+    """Cancel every active wave of the run by exact job id; returns the job ids cancelled.
+
+    Only a cancel the scheduler confirms ends the attempts; otherwise they stay active as UNKNOWN,
+    so nothing relaunches the wave while its job may still run, and the watch pass keeps looking.
+    """
     waves = [w for w in engine.ledger.active_waves() if w.run_id == run_id]
-    job_ids = [w.job_id for w in waves if w.job_id]
+    job_of = {w.wave_key: w.job_id for w in waves if w.job_id}
+    for w in waves:  # a launch with an unknown outcome: its job, if any, is found by its exact name
+        if not w.job_id and w.job_name:
+            found = engine.executor.find_by_name(w.job_name)
+            if len(found) == 1:
+                job_of[w.wave_key] = found[0]
+    job_ids = list(dict.fromkeys(job_of.values()))
+    confirmed = True
     if job_ids:
         engine.executor.cancel(job_ids)
         confirmed = engine.executor.confirm_cancelled(job_ids, engine.cancel_confirm_seconds)
-        if not confirmed:
-            reason += " (cancel requested; not yet confirmed by the scheduler)"
     for w in waves:
-        status = WaveStatus.CANCELLED if w.job_id else WaveStatus.FAILED
+        if w.wave_key in job_of and not confirmed:
+            engine.ledger.mark_status(w.run_id, w.wave_key, w.attempt, WaveStatus.UNKNOWN,
+                                      note=f"{reason}: cancel requested, not yet confirmed by the scheduler")
+            continue
+        status = WaveStatus.CANCELLED if w.wave_key in job_of else WaveStatus.FAILED
         engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, status, reason, ErrorCategory.CANCELLED)
     for mark in engine.ledger.active_watches():
         if mark.run_id == run_id:

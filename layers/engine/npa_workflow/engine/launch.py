@@ -86,6 +86,11 @@ def _submit(engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, t
     try:
         submission = engine.executor.submit(request)
     except SubmitError as exc:
+        if exc.category == "unknown":
+            # Keep the attempt active as UNKNOWN: the watch pass reconciles it by job name.
+            engine.ledger.mark_status(visit.run_id, visit.wave_key, record.attempt, WaveStatus.UNKNOWN,
+                                      note=str(exc)[:500])
+            return {"wave_key": visit.wave_key, "attempt": record.attempt, "unknown": str(exc)}
         error_name, category = _SUBMIT_FAILURES[exc.category]
         message = f"state '{visit.state}': could not launch: {exc}"
         engine.ledger.finish_attempt(visit.run_id, visit.wave_key, record.attempt, WaveStatus.FAILED, message,
@@ -110,9 +115,10 @@ def _adopt(engine: Engine, run: FrozenRun, visit: Visit, attempt: WaveAttempt, t
     updated = engine.ledger.set_token(visit.run_id, visit.wave_key, attempt.attempt, token)
     if updated.job_id is None and updated.request_id is None:
         # The first launch died between taking the lock and recording a job. Submit only if the
-        # scheduler has no job of this exact name; several means we cannot tell: leave it to the watch.
+        # scheduler has no job of this exact name and the earlier submit never reached it (an
+        # UNKNOWN outcome may still surface): otherwise leave it to the watch pass to reconcile.
         found = engine.executor.find_by_name(updated.job_name or _job_name(visit, attempt.attempt))
-        if not found:
+        if not found and updated.status != WaveStatus.UNKNOWN:
             return _submit(engine, run, visit, updated, token)
         if len(found) == 1:
             engine.ledger.record_submission(visit.run_id, visit.wave_key, attempt.attempt, job_id=found[0])

@@ -67,9 +67,11 @@ class JobExecutor(Protocol):
 
 
 class SubmitError(Exception):
-    """The scheduler refused or could not take the job. `category` picks the retry budget."""
+    """The scheduler refused or could not take the job. `category` picks the retry budget;
+    `unknown` means the request may have reached the scheduler: the job must be reconciled by
+    name, never submitted again blindly."""
 
-    def __init__(self, message: str, category: Literal["configuration", "infrastructure"]) -> None:
+    def __init__(self, message: str, category: Literal["configuration", "infrastructure", "unknown"]) -> None:
         super().__init__(message)
         self.category = category
 

@@ -66,8 +66,23 @@ def _finish(engine: Engine, wave: WaveAttempt, obs: Observation, report: WatchRe
             engine.callbacks.fail(wave.task_token, error_name, text)
 
 
+def _reconcile_unknown(engine: Engine, waves: list[WaveAttempt]) -> None:
+    """A launch whose outcome is unknown: adopt the job if the scheduler has exactly one with the
+    attempt's name; otherwise keep waiting (heartbeat) — the Task's timeout bounds the wait."""
+    for wave in waves:
+        if wave.status != WaveStatus.UNKNOWN or wave.job_id or wave.request_id or not wave.job_name:
+            continue
+        found = engine.executor.find_by_name(wave.job_name)
+        if len(found) == 1:
+            engine.ledger.record_submission(wave.run_id, wave.wave_key, wave.attempt, job_id=found[0],
+                                            note="adopted by name after an unknown launch outcome")
+        elif wave.task_token:
+            engine.callbacks.heartbeat(wave.task_token)
+
+
 def watch_pass(engine: Engine) -> WatchReport:
     report = WatchReport()
+    _reconcile_unknown(engine, engine.ledger.active_waves())
     active = [w for w in engine.ledger.active_waves() if w.job_id or w.request_id]
     report.active = len(active)
     if active:
