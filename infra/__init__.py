@@ -1,0 +1,1 @@
+"""The npa-workflow CDK app (`cdk.json` → `infra/app.py`)."""

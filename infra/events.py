@@ -1,0 +1,113 @@
+"""EventBridge: what starts each function.
+
+- S3 "Object Created" under `inbox/` → inbox (a spec was dropped: validate it and start its run);
+- S3 "Object Created" anywhere in the bucket → trigger (completes waiting trigger watches at once);
+- "Step Functions Execution Status Change" FAILED / ABORTED / TIMED_OUT of this stack's machines → reap;
+- a schedule → watch, every `watchIntervalMinutes` minutes.
+
+The watch interval trades cost for latency. A wave's job ends on SkyPilot's side; its task token is completed
+at the next watch tick, so a wave (and the run) waits up to one interval, on average half, after its job
+ended. Each tick is one invocation and one SkyPilot queue call for all active waves, whatever their number:
+at 1 minute that is 43,200 invocations a month (inside Lambda's free tier, a few cents beyond it); at
+5 minutes, 8,640 — but every wave then finishes up to 5 minutes late. Heartbeats ride on the same tick, so
+the stack compiles `HeartbeatSeconds` to at least three intervals (never below the compiler's 300 s).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.storage import INBOX_PREFIX
+
+FAILED_STATUSES = ["FAILED", "ABORTED", "TIMED_OUT"]
+# EventBridge retries a failed delivery for this long before the event goes to the dead-letter queue.
+TARGET_MAX_EVENT_AGE = Duration.hours(2)
+TARGET_RETRY_ATTEMPTS = 8
+
+
+class EngineEvents(Construct):
+    """The four rules (`inbox_rule`, `trigger_rule`, `reap_rule`, `watch_rule`) and `dead_letters`, the queue
+    that keeps events EventBridge could not deliver to a function."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket: s3.IBucket,
+        functions: dict[str, lambda_.IFunction],
+        machine_arns: list[str],
+        ad_hoc_machine_arn_prefix: str | None,
+        watch_interval_minutes: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+
+        def target(name: str) -> targets.LambdaFunction:
+            return targets.LambdaFunction(
+                functions[name],
+                dead_letter_queue=self.dead_letters,
+                retry_attempts=TARGET_RETRY_ATTEMPTS,
+                max_event_age=TARGET_MAX_EVENT_AGE,
+            )
+
+        def object_created(key_filter: dict | None) -> events.EventPattern:
+            detail: dict = {"bucket": {"name": [bucket.bucket_name]}}
+            if key_filter is not None:
+                detail["object"] = {"key": [key_filter]}
+            return events.EventPattern(source=["aws.s3"], detail_type=["Object Created"], detail=detail)
+
+        self.inbox_rule = events.Rule(
+            self,
+            "InboxRule",
+            description="A spec was uploaded under inbox/: validate it and start its run",
+            event_pattern=object_created({"prefix": INBOX_PREFIX}),
+            targets=[target("inbox")],
+        )
+        self.trigger_rule = events.Rule(
+            self,
+            "TriggerRule",
+            description="An object was created in the engine bucket: complete the trigger watches it satisfies",
+            event_pattern=object_created(None),
+            targets=[target("trigger")],
+        )
+        machine_filter: list = list(machine_arns)
+        if ad_hoc_machine_arn_prefix:
+            machine_filter.append({"prefix": ad_hoc_machine_arn_prefix})
+        self.reap_rule = events.Rule(
+            self,
+            "ReapRule",
+            description="An execution of this stack's machines failed, timed out or was stopped: cancel its jobs",
+            event_pattern=events.EventPattern(
+                source=["aws.states"],
+                detail_type=["Step Functions Execution Status Change"],
+                detail={"status": FAILED_STATUSES, "stateMachineArn": machine_filter},
+            ),
+            targets=[target("reap")],
+        )
+        self.watch_rule = events.Rule(
+            self,
+            "WatchSchedule",
+            description=f"Every {watch_interval_minutes} min: complete or heartbeat the tokens of active waves",
+            schedule=events.Schedule.rate(Duration.minutes(watch_interval_minutes)),
+            targets=[
+                targets.LambdaFunction(
+                    functions["watch"],
+                    # A missed tick is made up by the next one: never queue stale ticks.
+                    retry_attempts=0,
+                    max_event_age=Duration.minutes(watch_interval_minutes),
+                )
+            ],
+        )

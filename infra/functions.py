@@ -1,0 +1,269 @@
+"""The engine layer (built without Docker) and one thin Lambda function per handler in `functions/`.
+
+The layer is `layers/engine/npa_workflow` plus its runtime dependencies (pydantic, PyYAML, Powertools),
+cross-installed by pip for the Lambda platform on whatever host runs the synth. The functions' code
+asset is a staging copy of `functions/**/*.py`, so the handler string is `functions.<name>.handler.handler`.
+Each function gets its own role and log group; permissions are added by the stack (see `stack.py`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import BundlingOptions, Duration, ILocalBundling, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LAYER_SOURCE = REPO_ROOT / "layers" / "engine"
+ENGINE_PACKAGE = "npa_workflow"
+FUNCTIONS_SOURCE = REPO_ROOT / "functions"
+
+# The newest Python runtime aws-cdk-lib 2.275 offers, on Graviton (cheaper per GB-second than x86).
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+LAYER_PLATFORM = "manylinux2014_aarch64"
+LAYER_PYTHON_VERSION = "3.14"
+LAYER_BUILD_FAILED = "building the engine layer failed"
+# Bump when the bundler's behaviour changes: the bundler itself is not part of the asset hash.
+LAYER_BUNDLER_REVISION = "1"
+# Project dependencies that stay out of the layer: boto3 is in the Lambda runtime, typer/rich are CLI-only.
+NOT_IN_LAYER = frozenset({"boto3", "botocore", "typer", "rich"})
+
+POWERTOOLS_METRICS_NAMESPACE = "npa-workflow"
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    """One Lambda function: `functions/<name>/handler.py`'s `handler`."""
+
+    name: str
+    description: str
+    timeout_seconds: int
+    memory_mb: int = 512
+
+
+HANDLERS: tuple[HandlerSpec, ...] = (
+    HandlerSpec("inbox", "Validates a spec dropped under inbox/ and starts its run", 120, 1024),
+    HandlerSpec("launch", "Submits a wave's SkyPilot job once and records (job id, task token)", 60),
+    HandlerSpec("decide", "Reads a decision artifact from S3 and normalizes it for a Choice", 30),
+    HandlerSpec("trigger", "Registers a trigger watch; completes it on S3 Object Created events", 60),
+    HandlerSpec("watch", "Completes or heartbeats the task tokens of active waves (scheduled)", 120),
+    HandlerSpec("cleanup", "Cancels a failed wave's jobs by exact id and records the run's failure", 300),
+    HandlerSpec("reap", "Cancels the jobs of executions that failed, timed out or were stopped", 300),
+)
+HANDLER_NAMES = tuple(h.name for h in HANDLERS)
+
+
+def handler_string(name: str) -> str:
+    return f"functions.{name}.handler.handler"
+
+
+def _distribution_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[(@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def layer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """The project's runtime dependencies that the layer must carry (from pyproject.toml, the one source)."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    return [req for req in project["dependencies"] if _distribution_name(req) not in NOT_IN_LAYER]
+
+
+@jsii.implements(ILocalBundling)
+class EngineLayerBundler:
+    """Builds the layer on the synth host: `pip install --platform` for the Lambda platform (wheels only, so
+    nothing is compiled for the wrong machine), then a copy of the engine package. Never needs Docker.
+
+    pip honours the usual `PIP_*` variables, e.g. `PIP_NO_INDEX=1 PIP_FIND_LINKS=<wheelhouse>` for a build
+    with no network at all."""
+
+    def __init__(self, requirements: list[str], package_dir: Path = LAYER_SOURCE / ENGINE_PACKAGE) -> None:
+        self.requirements = list(requirements)
+        self.package_dir = package_dir
+
+    def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
+        """Called by CDK with the output directory and the bundling options (a struct jsii passes positionally)."""
+        target = Path(output_dir) / "python"
+        command = [
+            sys.executable, "-m", "pip", "install",
+            "--quiet", "--disable-pip-version-check", "--no-compile",
+            "--target", str(target),
+            "--platform", LAYER_PLATFORM,
+            "--python-version", LAYER_PYTHON_VERSION,
+            "--implementation", "cp",
+            "--only-binary=:all:",
+            *self.requirements,
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"{LAYER_BUILD_FAILED}: pip could not install "
+                f"{' '.join(self.requirements)} for {LAYER_PLATFORM} / Python {LAYER_PYTHON_VERSION} "
+                f"(exit {result.returncode}):\n{result.stderr.strip()}\n"
+                "fix: check the network or point pip at a wheelhouse "
+                "(PIP_NO_INDEX=1 PIP_FIND_LINKS=<dir>), then synth again"
+            )
+        # Console scripts are of no use in a layer and point at this host's interpreter.
+        shutil.rmtree(target / "bin", ignore_errors=True)
+        shutil.copytree(
+            self.package_dir,
+            target / self.package_dir.name,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
+            dirs_exist_ok=True,
+        )
+        return True
+
+
+def engine_layer_code(requirements: list[str] | None = None) -> lambda_.Code:
+    requirements = layer_requirements() if requirements is None else requirements
+    docker_command = (
+        f"pip install --no-compile --target /asset-output/python {' '.join(repr(r) for r in requirements)}"
+        f" && cp -r /asset-input/{ENGINE_PACKAGE} /asset-output/python/"
+    )
+    return lambda_.Code.from_asset(
+        str(LAYER_SOURCE),
+        exclude=["*.egg-info", "**/__pycache__", "**/*.pyc"],
+        bundling=BundlingOptions(
+            # Only if the local bundler could not run at all: the same build in the SAM image, on arm64.
+            image=RUNTIME.bundling_image,
+            platform="linux/arm64",
+            command=["bash", "-c", docker_command],
+            local=EngineLayerBundler(requirements),
+            # Part of the asset hash: a new platform, Python, dependency list or bundler rebuilds the layer.
+            environment={
+                "NPA_LAYER_PLATFORM": LAYER_PLATFORM,
+                "NPA_LAYER_PYTHON": LAYER_PYTHON_VERSION,
+                "NPA_LAYER_REQUIREMENTS": " ".join(requirements),
+                "NPA_LAYER_BUNDLER_REVISION": LAYER_BUNDLER_REVISION,
+            },
+        ),
+    )
+
+
+_staging_dirs: list[str] = []
+
+
+def _remove_staging_dirs() -> None:
+    for path in _staging_dirs:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_remove_staging_dirs)
+
+
+def new_staging_dir(prefix: str) -> Path:
+    """A fresh directory to stage an asset in (CDK copies it into the cloud assembly); removed at exit."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    _staging_dirs.append(str(root))
+    return root
+
+
+def stage_handlers(source: Path = FUNCTIONS_SOURCE) -> Path:
+    """A copy of `functions/**/*.py` (nothing else: no caches, no tests) under a fresh directory, as
+    `<dir>/functions/...`, so the asset's root is the import root of `functions.<name>.handler`."""
+    root = new_staging_dir("npa-workflow-functions-")
+    for path in sorted(source.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        dest = root / "functions" / path.relative_to(source)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+    if not (root / "functions" / "__init__.py").exists():
+        (root / "functions").mkdir(exist_ok=True)
+        (root / "functions" / "__init__.py").write_text("", encoding="utf-8")
+    return root
+
+
+# CloudWatch Logs' allowed retention periods, in days, by the name CDK gives them.
+_RETENTIONS = (
+    (1, "ONE_DAY"), (3, "THREE_DAYS"), (5, "FIVE_DAYS"), (7, "ONE_WEEK"), (14, "TWO_WEEKS"), (30, "ONE_MONTH"),
+    (60, "TWO_MONTHS"), (90, "THREE_MONTHS"), (120, "FOUR_MONTHS"), (150, "FIVE_MONTHS"), (180, "SIX_MONTHS"),
+    (365, "ONE_YEAR"), (400, "THIRTEEN_MONTHS"), (545, "EIGHTEEN_MONTHS"), (731, "TWO_YEARS"),
+    (1096, "THREE_YEARS"), (1827, "FIVE_YEARS"), (2192, "SIX_YEARS"), (2557, "SEVEN_YEARS"),
+    (2922, "EIGHT_YEARS"), (3288, "NINE_YEARS"), (3653, "TEN_YEARS"),
+)
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch Logs retention that keeps `days` days."""
+    for allowed, name in _RETENTIONS:
+        if allowed >= days:
+            return logs.RetentionDays[name]
+    return logs.RetentionDays[_RETENTIONS[-1][1]]
+
+
+class EngineFunctions(Construct):
+    """The layer, and per handler: a function, its role (logs only; the stack adds what it touches) and
+    its log group. `functions[name]`, `roles[name]`, `log_groups[name]`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment: dict[str, str],
+        retention_days: int,
+        layer_requirements_override: list[str] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.layer = lambda_.LayerVersion(
+            self,
+            "EngineLayer",
+            code=engine_layer_code(layer_requirements_override),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description=f"npa_workflow engine + runtime deps ({LAYER_PLATFORM}, Python {LAYER_PYTHON_VERSION})",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        code = lambda_.Code.from_asset(str(stage_handlers()))
+        self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
+        self.log_groups: dict[str, logs.LogGroup] = {}
+        retention = log_retention(retention_days)
+        for spec in HANDLERS:
+            log_group = logs.LogGroup(
+                self, f"{spec.name.title()}Logs", retention=retention, removal_policy=RemovalPolicy.DESTROY
+            )
+            role = iam.Role(
+                self,
+                f"{spec.name.title()}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"npa-workflow {spec.name} function: exactly what it touches",
+            )
+            log_group.grant_write(role)
+            fn = lambda_.Function(
+                self,
+                f"{spec.name.title()}Function",
+                description=f"npa-workflow {spec.name}: {spec.description}",
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                handler=handler_string(spec.name),
+                code=code,
+                layers=[self.layer],
+                role=role,
+                log_group=log_group,
+                logging_format=lambda_.LoggingFormat.JSON,
+                timeout=Duration.seconds(spec.timeout_seconds),
+                memory_size=spec.memory_mb,
+                tracing=lambda_.Tracing.ACTIVE,
+                environment={
+                    **environment,
+                    "POWERTOOLS_SERVICE_NAME": f"npa-workflow-{spec.name}",
+                    "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
+                },
+            )
+            self.functions[spec.name] = fn
+            self.roles[spec.name] = role
+            self.log_groups[spec.name] = log_group

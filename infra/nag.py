@@ -1,0 +1,163 @@
+"""cdk-nag (AwsSolutionsChecks) on the whole app, and the findings we accept, each with its reason.
+
+cdk-nag 3 runs as a CDK validation plugin: an unacknowledged error fails the synth, and every finding (error or
+warning) lands in the cloud assembly's `validation-report.json`. Each acknowledgement names the exact finding
+(`Rule[Finding]` for IAM5) on the exact construct, never the whole stack, so a new wildcard is still reported.
+`stack.nag_acknowledgements` lists what was acknowledged (construct path, finding, reason), for the tests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import IConstruct
+
+from infra.permissions import ANY_OBJECT_READERS, DATA_BUCKET_READERS, RUN_READERS
+from infra.storage import CATALOG_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
+
+if TYPE_CHECKING:
+    from infra.stack import NpaWorkflowStack
+
+XRAY = (
+    "Active X-Ray tracing of the function: xray:PutTraceSegments and xray:PutTelemetryRecords "
+    "accept no resource ARN, so '*' is the only possible resource."
+)
+STATE_MACHINE_LOGGING = (
+    "Step Functions logging and tracing (required by nag SF1/SF2): the CloudWatch Logs log-delivery actions "
+    "(logs:CreateLogDelivery, ...) and the X-Ray actions accept no resource ARN, so '*' is the only resource."
+)
+RUN_OBJECTS = (
+    "Object-level access under the runs/ prefix only: the engine freezes each run's spec, catalog and group lists "
+    "under runs/<run-id>/, and run ids are known only at run time."
+)
+INBOX_OBJECTS = "Reads the uploaded spec: any key under the inbox/ prefix, named by the uploader at run time."
+REJECTED_OBJECTS = "Writes one rejection report per bad upload under the inbox-rejected/ prefix, keyed by the upload."
+ANY_OBJECT = (
+    "Reads artifacts whose S3 URIs the specs choose (decision files for decide, step outputs and trigger objects "
+    "for watch): they can be anywhere in the engine bucket, and read-only (s3:GetObject) is all it gets."
+)
+DATA_BUCKET_OBJECTS = (
+    "Read-only (s3:GetObject) on the buckets the operator listed in context dataBuckets, where the specs' steps "
+    "write decisions and outputs; their keys are chosen by the specs."
+)
+AD_HOC_MACHINES = (
+    "allowAdHocSpecs is on: the inbox creates and starts machines for uploaded specs not in specs/, named "
+    "<stack>-adhoc-<content hash>; the wildcard is limited to that name prefix in this account and region."
+)
+AD_HOC_LOG_DELIVERY = (
+    "allowAdHocSpecs is on: CreateStateMachine with a logging configuration requires the caller to hold the "
+    "CloudWatch Logs log-delivery actions, which accept no resource ARN."
+)
+AD_HOC_MACHINE_ROLE = (
+    "Role of the ad-hoc machines: log delivery and X-Ray actions accept no resource ARN (as for every machine)."
+)
+SECRET_NO_ROTATION = (
+    "The secret holds a SkyPilot API server service-account token, issued by that server's admin, not by AWS: "
+    "there is no rotation Lambda that could mint one. Rotate it on the SkyPilot side and put-secret-value."
+)
+DLQ_ITSELF = "This queue is the dead-letter queue of the EventBridge targets; a queue for it would be a DLQ of a DLQ."
+PARTIAL_SECRET_ARN = (
+    "skypilotTokenSecretArn was given without its 6-character suffix: Secrets Manager ARNs then need the '-??????' "
+    "wildcard to match the one secret."
+)
+CATALOG_OBJECTS = (
+    "Read-only (s3:GetObject) under the catalog/ prefix, which the deploy fills: a run request names a deployed spec "
+    "(catalog/specs/<name>.yaml, the name chosen by the uploader) and a missing name must answer NoSuchKey (a "
+    "rejection report), not AccessDenied, so the whole prefix; plus catalog/tools.yaml."
+)
+CATALOG_DEPLOYMENT_OBJECTS = (
+    "The catalog deployment mirrors specs/ into the catalog/ prefix (aws s3 sync --delete): it puts one object per "
+    "spec, keyed by the spec's name, and deletes the objects of specs removed since the last deploy; put and "
+    "delete only, nowhere outside catalog/."
+)
+CATALOG_DEPLOYMENT_RUNTIME = (
+    "The function is aws-cdk-lib's own BucketDeployment handler (its code and AWS CLI layer ship with aws-cdk-lib, "
+    "which fixes the runtime, Python 3.13, and offers no option to change it). It runs only as a CloudFormation "
+    "custom resource during deploys, never on the engine's data path; a newer runtime comes with aws-cdk-lib."
+)
+AD_HOC_DISTRIBUTED_MAP = (
+    "allowAdHocSpecs is on: an ad-hoc machine with a Distributed Map starts, describes and stops child executions "
+    "of itself; ad-hoc machines are created at run time, named <stack>-adhoc-<content hash>, and share this one "
+    "role, so 'itself' is that name prefix (machines and their executions) in this account and region."
+)
+DISTRIBUTED_MAP = (
+    "A Distributed Map starts child executions of its own machine: they are named by Step Functions at run time, "
+    "under this machine's execution ARN prefix."
+)
+
+Acknowledgement = tuple[str, str, str]  # (construct path, finding id, reason)
+
+
+def apply_nag(app: cdk.App, stack: NpaWorkflowStack) -> None:
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    stack.nag_acknowledgements = acknowledge_findings(stack)
+
+
+def _ref_arn(stack: cdk.Stack, construct: IConstruct) -> str:
+    """How cdk-nag spells `Fn::GetAtt <resource>.Arn` in a finding id."""
+    logical_id = stack.resolve(stack.get_logical_id(construct.node.default_child))  # type: ignore[arg-type]
+    return f"<{logical_id}.Arn>"
+
+
+def iam5(resource: str) -> str:
+    return f"AwsSolutions-IAM5[Resource::{resource}]"
+
+
+def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
+    made: list[Acknowledgement] = []
+
+    def ack(construct: IConstruct, finding: str, reason: str) -> None:
+        cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))
+        made.append((construct.node.path, finding, reason))
+
+    settings = stack.settings
+    bucket_arn = _ref_arn(stack, stack.storage.bucket)
+
+    for name, role in stack.engine.roles.items():
+        ad_hoc_inbox = name == "inbox" and settings.allow_ad_hoc_specs
+        ack(role, iam5("*"), XRAY + (" " + AD_HOC_LOG_DELIVERY if ad_hoc_inbox else ""))
+        if name in ANY_OBJECT_READERS:
+            ack(role, iam5(f"{bucket_arn}/*"), ANY_OBJECT)
+        elif name in RUN_READERS:
+            ack(role, iam5(f"{bucket_arn}/{RUNS_PREFIX}*"), RUN_OBJECTS)
+        if name in DATA_BUCKET_READERS and name in ANY_OBJECT_READERS:
+            for bucket in settings.data_buckets:
+                ack(role, iam5(f"arn:<AWS::Partition>:s3:::{bucket}/*"), DATA_BUCKET_OBJECTS)
+    inbox = stack.engine.roles["inbox"]
+    ack(inbox, iam5(f"{bucket_arn}/{INBOX_PREFIX}*"), INBOX_OBJECTS)
+    ack(inbox, iam5(f"{bucket_arn}/{REJECTED_PREFIX}*"), REJECTED_OBJECTS)
+    ack(inbox, iam5(f"{bucket_arn}/{CATALOG_PREFIX}*"), CATALOG_OBJECTS)
+
+    ack(stack.catalog.role, iam5(f"{bucket_arn}/{CATALOG_PREFIX}*"), CATALOG_DEPLOYMENT_OBJECTS)
+    ack(stack.catalog.handler, "AwsSolutions-L1", CATALOG_DEPLOYMENT_RUNTIME)
+
+    for spec_name, role in stack.workflows.roles.items():
+        ack(role, iam5("*"), STATE_MACHINE_LOGGING)
+        if stack.workflows.distributed.get(spec_name):
+            machine = stack.workflows.names[spec_name]
+            ack(role, iam5(f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{machine}:*"),
+                DISTRIBUTED_MAP)
+            ack(role, iam5(f"{bucket_arn}/{RUNS_PREFIX}*"), RUN_OBJECTS)
+
+    if settings.allow_ad_hoc_specs:
+        prefix_arn = (
+            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}-adhoc-*"
+        )
+        for name in ("inbox", "launch", "trigger", "watch"):
+            ack(stack.engine.roles[name], iam5(prefix_arn), AD_HOC_MACHINES)
+        if stack.ad_hoc_role is not None:
+            ack(stack.ad_hoc_role, iam5("*"), AD_HOC_MACHINE_ROLE)
+            ack(stack.ad_hoc_role, iam5(prefix_arn), AD_HOC_DISTRIBUTED_MAP)
+            executions = prefix_arn.replace(":stateMachine:", ":execution:") + ":*"
+            ack(stack.ad_hoc_role, iam5(executions), AD_HOC_DISTRIBUTED_MAP)
+            ack(stack.ad_hoc_role, iam5(f"{bucket_arn}/{RUNS_PREFIX}*"), RUN_OBJECTS)
+
+    if settings.skypilot_token_secret_arn and not settings.secret_arn_is_complete:
+        for name in ("launch", "watch", "cleanup", "reap"):
+            ack(stack.engine.roles[name], iam5(f"{settings.skypilot_token_secret_arn}-??????"), PARTIAL_SECRET_ARN)
+    if not settings.skypilot_token_secret_arn:
+        ack(stack.secret, "AwsSolutions-SMG4", SECRET_NO_ROTATION)
+    ack(stack.events.dead_letters, "AwsSolutions-SQS3", DLQ_ITSELF)
+    return made

@@ -1,0 +1,175 @@
+"""The engine layer and one function per handler."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from infra_support import ENDPOINT, SECRET_ARN, Synth
+
+import infra.functions as functions_module
+from infra.functions import (
+    HANDLER_NAMES,
+    LAYER_PYTHON_VERSION,
+    RUNTIME,
+    layer_requirements,
+    log_retention,
+    stage_handlers,
+)
+
+EXPECTED_HANDLERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
+
+
+def _functions(synth: Synth) -> dict[str, dict]:
+    """name → properties, for every engine function."""
+    by_name = {}
+    for name, fn in synth.stack.engine.functions.items():
+        by_name[name] = synth.template["Resources"][synth.logical_id(fn)]["Properties"]
+    return by_name
+
+
+def test_runtime_is_the_newest_python_the_library_offers() -> None:
+    from aws_cdk import aws_lambda
+
+    offered = [n for n in dir(aws_lambda.Runtime) if n.startswith("PYTHON_3_")]
+    newest = max(offered, key=lambda n: int(n.rsplit("_", 1)[1]))
+    assert RUNTIME.name == getattr(aws_lambda.Runtime, newest).name == f"python{LAYER_PYTHON_VERSION}"
+
+
+def test_one_function_per_handler_with_the_functions_handler_string(default_synth: Synth) -> None:
+    assert HANDLER_NAMES == EXPECTED_HANDLERS
+    functions = _functions(default_synth)
+    assert set(functions) == set(EXPECTED_HANDLERS)
+    # Nothing else but the catalog deployment's handler (aws-cdk-lib's BucketDeployment, see catalog.py).
+    others = set(default_synth.resources("AWS::Lambda::Function")) - {
+        default_synth.logical_id(fn) for fn in default_synth.stack.engine.functions.values()
+    }
+    assert others == {default_synth.logical_id(default_synth.stack.catalog.handler)}
+    for name, props in functions.items():
+        assert props["Handler"] == f"functions.{name}.handler.handler"
+        assert props["Runtime"] == RUNTIME.name
+        assert props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["LoggingConfig"]["LogFormat"] == "JSON"
+
+
+def test_every_handler_module_in_functions_has_a_function() -> None:
+    from infra.functions import FUNCTIONS_SOURCE
+
+    modules = {p.parent.name for p in FUNCTIONS_SOURCE.glob("*/handler.py")}
+    assert modules == set(EXPECTED_HANDLERS)
+
+
+def test_functions_share_the_engine_layer_and_one_code_asset(default_synth: Synth) -> None:
+    layer_id = default_synth.logical_id(default_synth.stack.engine.layer)
+    layer = default_synth.template["Resources"][layer_id]["Properties"]
+    assert layer["CompatibleRuntimes"] == [RUNTIME.name]
+    assert layer["CompatibleArchitectures"] == ["arm64"]
+    functions = _functions(default_synth)
+    assert all(props["Layers"] == [{"Ref": layer_id}] for props in functions.values())
+    assert len({json.dumps(props["Code"], sort_keys=True) for props in functions.values()}) == 1
+
+
+def test_each_function_has_its_own_role_and_log_group(default_synth: Synth) -> None:
+    functions = _functions(default_synth)
+    roles = {json.dumps(props["Role"]) for props in functions.values()}
+    assert len(roles) == len(functions)
+    log_groups = {json.dumps(props["LoggingConfig"]["LogGroup"]) for props in functions.values()}
+    assert len(log_groups) == len(functions)
+    for lid, role in default_synth.resources("AWS::IAM::Role").items():
+        assert "ManagedPolicyArns" not in role["Properties"], f"{lid} uses a managed policy"
+
+
+def test_environment_the_handlers_read(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+    functions = _functions(default_synth)
+    stack = default_synth.stack
+    for name, props in functions.items():
+        env = props["Environment"]["Variables"]
+        assert env["NPA_WORKFLOW_LEDGER_TABLE"] == {"Ref": default_synth.logical_id(stack.storage.table)}
+        assert env["NPA_WORKFLOW_BUCKET"] == {"Ref": default_synth.logical_id(stack.storage.bucket)}
+        assert env["NPA_WORKFLOW_EXECUTOR"] == "skypilot"
+        assert env["SKYPILOT_API_SERVER_ENDPOINT"] == ENDPOINT
+        assert env["POWERTOOLS_SERVICE_NAME"] == f"npa-workflow-{name}"
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "npa-workflow"
+        if name in ("launch", "watch", "cleanup", "reap"):
+            assert env["SKYPILOT_TOKEN_SECRET_ARN"] == {"Ref": default_synth.logical_id(stack.secret)}
+        else:
+            assert "SKYPILOT_TOKEN_SECRET_ARN" not in env
+    inbox = functions["inbox"]["Environment"]["Variables"]
+    assert inbox["NPA_WORKFLOW_ALLOW_AD_HOC"] == "false"
+    joined = inbox["NPA_WORKFLOW_STATE_MACHINES"]["Fn::Join"][1]
+    refs = {part["Ref"] for part in joined if isinstance(part, dict)}
+    assert refs == {default_synth.logical_id(m) for m in stack.workflows.machines.values()}
+    text = "".join(part if isinstance(part, str) else "ARN" for part in joined)
+    assert json.loads(text) == dict.fromkeys(stack.workflows.machines, "ARN")
+
+    ad_hoc = _functions(ad_hoc_synth)
+    assert ad_hoc["inbox"]["Environment"]["Variables"]["NPA_WORKFLOW_ALLOW_AD_HOC"] == "true"
+    assert ad_hoc["launch"]["Environment"]["Variables"]["SKYPILOT_TOKEN_SECRET_ARN"] == SECRET_ARN
+    assert len(ad_hoc_synth.resources("AWS::SecretsManager::Secret")) == 0  # existing secret referenced
+    assert len(default_synth.resources("AWS::SecretsManager::Secret")) == 1  # none given: created
+
+
+def test_layer_requirements_are_the_projects_runtime_deps_without_cli_only_or_runtime_provided() -> None:
+    names = {r.split(">")[0].split("=")[0].split("<")[0].strip().lower() for r in layer_requirements()}
+    assert names == {"pydantic", "pyyaml", "aws-lambda-powertools"}
+
+
+def _layer_asset_key(requirements: list[str]) -> str:
+    import aws_cdk as cdk
+    from aws_cdk import aws_lambda
+
+    from infra.functions import engine_layer_code
+
+    app = cdk.App(context={"aws:cdk:bundling-stacks": []})
+    stack = cdk.Stack(app, "LayerHash")
+    layer = aws_lambda.LayerVersion(stack, "Layer", code=engine_layer_code(requirements))
+    return stack.resolve(layer.node.default_child.content)["s3Key"]
+
+
+def test_layer_asset_hash_changes_with_requirements_and_bundler_revision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local bundler is not part of CDK's asset hash: its inputs are, through the bundling environment."""
+    base = _layer_asset_key(["pydantic>=2.7,<3"])
+    assert _layer_asset_key(["pydantic>=2.7,<3"]) == base
+    assert _layer_asset_key(["pydantic>=2.8,<3"]) != base
+    monkeypatch.setattr(functions_module, "LAYER_BUNDLER_REVISION", "test-next")
+    assert _layer_asset_key(["pydantic>=2.7,<3"]) != base
+    monkeypatch.setattr(functions_module, "LAYER_BUNDLER_REVISION", "1")
+    monkeypatch.setattr(functions_module, "LAYER_PLATFORM", "manylinux2014_x86_64")
+    assert _layer_asset_key(["pydantic>=2.7,<3"]) != base
+
+
+def test_handler_asset_is_a_copy_of_the_functions_python_files_only(tmp_path: Path) -> None:
+    src = tmp_path / "functions"
+    (src / "launch" / "__pycache__").mkdir(parents=True)
+    (src / "launch" / "handler.py").write_text("def handler(e, c): ...\n")
+    (src / "launch" / "__pycache__" / "handler.cpython-311.pyc").write_bytes(b"x")
+    (src / "launch" / "notes.md").write_text("not code")
+    staged = stage_handlers(src)
+    files = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
+    assert files == ["functions/__init__.py", "functions/launch/handler.py"]
+
+
+@pytest.mark.parametrize(
+    ("days", "expected"), [(1, "ONE_DAY"), (30, "ONE_MONTH"), (31, "TWO_MONTHS"), (9999, "TEN_YEARS")]
+)
+def test_log_retention_keeps_at_least_the_retention_days(days: int, expected: str) -> None:
+    assert log_retention(days).name == expected
+
+
+def test_a_failed_layer_build_says_what_pip_said_without_a_traceback(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from infra_support import REPO_ROOT
+
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "empty-wheelhouse"),
+           "CDK_OUTDIR": str(tmp_path / "out"), "CDK_VALIDATION": "false"}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "infra" / "app.py")], capture_output=True, text=True,
+                            env=env, cwd=REPO_ROOT, timeout=300, check=False)
+    assert result.returncode == 1
+    assert "error: building the engine layer failed: pip could not install" in result.stderr
+    assert "No matching distribution" in result.stderr
+    assert "Traceback" not in result.stderr

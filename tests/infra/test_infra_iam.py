@@ -1,0 +1,264 @@
+"""One role per function, scoped to exactly what the function touches."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from infra_support import SECRET_ARN, Synth
+
+XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
+LOG_DELIVERY = {
+    "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+}
+TASK_RESPONSES = {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
+
+
+def _text(value: Any) -> str:
+    """A resource as readable text: `<Logical.Arn>`, `<AWS::Region>`, joins flattened."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        return "".join(_text(p) for p in value["Fn::Join"][1])
+    if "Fn::GetAtt" in value:
+        return "<" + ".".join(value["Fn::GetAtt"]) + ">"
+    if "Ref" in value:
+        return "<" + value["Ref"] + ">"
+    if isinstance(value.get("Fn::Sub"), str):
+        return re.sub(r"\$\{([^}]+)\}", r"<\1>", value["Fn::Sub"])
+    return json.dumps(value)
+
+
+def grants(synth: Synth, name: str) -> dict[str, set[str]]:
+    """action → resources (as text) granted to function `name`'s role, from every policy on it."""
+    return role_grants(synth, synth.stack.engine.roles[name])
+
+
+def role_grants(synth: Synth, role: Any) -> dict[str, set[str]]:
+    """action → resources (as text) granted to `role`, from every policy on it."""
+    role_id = synth.logical_id(role)
+    found: dict[str, set[str]] = {}
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} not in policy["Properties"]["Roles"]:
+            continue
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert st["Effect"] == "Allow"
+            actions = [st["Action"]] if isinstance(st["Action"], str) else st["Action"]
+            resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+            for action in actions:
+                found.setdefault(action, set()).update(_text(r) for r in resources)
+    return found
+
+
+def _ids(synth: Synth) -> dict[str, str]:
+    s = synth.stack
+    return {
+        "bucket": f"<{synth.logical_id(s.storage.bucket)}.Arn>",
+        "table": f"<{synth.logical_id(s.storage.table)}.Arn>",
+    }
+
+
+def _machines(synth: Synth) -> set[str]:
+    return {
+        f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{name}"
+        for name in synth.stack.workflows.names.values()
+    }
+
+
+NAMES = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_action_wildcards_and_star_resources_only_for_xray(default_synth: Synth, name: str) -> None:
+    for action, resources in grants(default_synth, name).items():
+        assert "*" not in action, (name, action)
+        if "*" in resources:
+            assert action in XRAY, (name, action)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_function_uses_the_ledger_and_its_two_indexes_by_exact_arn(default_synth: Synth, name: str) -> None:
+    table = _ids(default_synth)["table"]
+    g = grants(default_synth, name)
+    for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"):
+        assert g[action] == {table}
+    assert g["dynamodb:Query"] == {table, f"{table}/index/active", f"{table}/index/runs"}
+    assert not {a for a in g if a.startswith("dynamodb:")} - {
+        "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"
+    }
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_logs_only_to_its_own_log_group(default_synth: Synth, name: str) -> None:
+    g = grants(default_synth, name)
+    own = f"<{default_synth.logical_id(default_synth.stack.engine.log_groups[name])}.Arn>"
+    assert g["logs:CreateLogStream"] == g["logs:PutLogEvents"] == {own}
+
+
+def test_s3_access_follows_the_prefixes_each_function_uses(default_synth: Synth) -> None:
+    bucket = _ids(default_synth)["bucket"]
+    s3 = {name: {a: r for a, r in grants(default_synth, name).items() if a.startswith("s3:")} for name in NAMES}
+    assert s3["inbox"] == {
+        "s3:ListBucket": {bucket},
+        "s3:GetObject": {f"{bucket}/inbox/*", f"{bucket}/runs/*", f"{bucket}/catalog/*"},
+        "s3:GetObjectVersion": {f"{bucket}/inbox/*"},
+        "s3:PutObject": {f"{bucket}/inbox-rejected/*", f"{bucket}/runs/*"},
+    }
+    for name in ("launch", "trigger", "cleanup"):
+        assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/runs/*"}}, name
+    for name in ("decide", "watch"):
+        assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/*"}}, name
+    assert s3["reap"] == {}
+
+
+def test_data_buckets_are_readable_by_decide_trigger_and_watch_only(ad_hoc_synth: Synth) -> None:
+    data = {f"arn:<AWS::Partition>:s3:::{b}" for b in ("team-data", "team-models")}
+    for name in NAMES:
+        g = grants(ad_hoc_synth, name)
+        listed = {r for r in g.get("s3:ListBucket", set()) if r.startswith("arn:")}
+        read = {r for r in g.get("s3:GetObject", set()) if r.startswith("arn:")}
+        assert listed == (data if name in ("decide", "trigger", "watch") else set()), name
+        assert read == ({f"{d}/*" for d in data} if name in ("decide", "watch") else set()), name
+
+
+def test_the_secret_is_readable_only_by_launch_watch_cleanup_reap(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+    secret = f"<{default_synth.logical_id(default_synth.stack.secret)}>"
+    for name in NAMES:
+        g = grants(default_synth, name)
+        readers = name in ("launch", "watch", "cleanup", "reap")
+        assert g.get("secretsmanager:GetSecretValue") == ({secret} if readers else None), name
+        given = grants(ad_hoc_synth, name).get("secretsmanager:GetSecretValue")
+        assert given == ({SECRET_ARN} if readers else None), name
+
+
+def test_task_responses_only_from_launch_trigger_watch_on_the_stacks_machines(default_synth: Synth) -> None:
+    machines = _machines(default_synth)
+    for name in NAMES:
+        g = grants(default_synth, name)
+        for action in TASK_RESPONSES:
+            if name in ("launch", "trigger", "watch"):
+                assert g[action] == machines, (name, action)
+            else:
+                assert action not in g, (name, action)
+
+
+def test_only_the_inbox_starts_executions_and_creates_no_machines_by_default(default_synth: Synth) -> None:
+    for name in NAMES:
+        g = grants(default_synth, name)
+        assert ("states:StartExecution" in g) == (name == "inbox"), name
+        assert not any(a in g for a in ("states:CreateStateMachine", "iam:PassRole")), name
+        assert not LOG_DELIVERY & set(g), name
+    assert grants(default_synth, "inbox")["states:StartExecution"] == _machines(default_synth)
+
+
+def test_ad_hoc_specs_let_the_inbox_create_machines_under_its_prefix_only(ad_hoc_synth: Synth) -> None:
+    prefix = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:NpaWorkflow-adhoc-*"
+    g = grants(ad_hoc_synth, "inbox")
+    assert g["states:CreateStateMachine"] == {prefix}
+    assert g["states:StartExecution"] == _machines(ad_hoc_synth) | {prefix}
+    role = f"<{ad_hoc_synth.logical_id(ad_hoc_synth.stack.ad_hoc_role)}.Arn>"
+    assert g["iam:PassRole"] == {role}
+    assert all(g[a] == {"*"} for a in LOG_DELIVERY)
+    for name in ("launch", "trigger", "watch"):
+        assert grants(ad_hoc_synth, name)["states:SendTaskSuccess"] == _machines(ad_hoc_synth) | {prefix}
+    pass_role = [
+        st
+        for p in ad_hoc_synth.resources("AWS::IAM::Policy").values()
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+        if st["Action"] == "iam:PassRole"
+    ]
+    assert pass_role[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}}
+    env = ad_hoc_synth.template["Resources"][ad_hoc_synth.logical_id(ad_hoc_synth.stack.engine.functions["inbox"])]
+    variables = env["Properties"]["Environment"]["Variables"]
+    assert variables["NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"] == "NpaWorkflow-adhoc-"
+    assert {"NPA_WORKFLOW_AD_HOC_ROLE_ARN", "NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN", "NPA_WORKFLOW_LAUNCH_FUNCTION_ARN",
+            "NPA_WORKFLOW_DECIDE_FUNCTION_ARN", "NPA_WORKFLOW_TRIGGER_FUNCTION_ARN",
+            "NPA_WORKFLOW_CLEANUP_FUNCTION_ARN"} <= set(variables)
+
+
+def test_the_inbox_describes_exactly_the_deployed_machines(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+    """It compares an upload's compiled definition with the deployed one (DescribeStateMachine)."""
+    assert grants(default_synth, "inbox")["states:DescribeStateMachine"] == _machines(default_synth)
+    assert all("*" not in arn for arn in _machines(default_synth))
+    prefix = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:NpaWorkflow-adhoc-*"
+    assert grants(ad_hoc_synth, "inbox")["states:DescribeStateMachine"] == _machines(ad_hoc_synth) | {prefix}
+    for name in NAMES[1:]:
+        assert "states:DescribeStateMachine" not in grants(default_synth, name), name
+        assert "states:DescribeStateMachine" not in grants(ad_hoc_synth, name), name
+
+
+def test_ad_hoc_machines_may_run_a_distributed_map_of_themselves_and_nothing_more(
+    default_synth: Synth, ad_hoc_synth: Synth
+) -> None:
+    assert default_synth.stack.ad_hoc_role is None
+    region_account = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
+    bucket = _ids(ad_hoc_synth)["bucket"]
+    g = role_grants(ad_hoc_synth, ad_hoc_synth.stack.ad_hoc_role)
+    assert g["states:StartExecution"] == {f"{region_account}:stateMachine:NpaWorkflow-adhoc-*"}
+    assert g["states:DescribeExecution"] == g["states:StopExecution"] == {
+        f"{region_account}:execution:NpaWorkflow-adhoc-*:*"
+    }
+    assert {a for a in g if a.startswith("states:")} == {
+        "states:StartExecution", "states:DescribeExecution", "states:StopExecution"
+    }
+    assert {a: r for a, r in g.items() if a.startswith("s3:")} == {"s3:GetObject": {f"{bucket}/runs/*"}}
+
+
+def test_a_deployed_machine_with_a_distributed_map_gets_the_same_grants_on_its_own_name() -> None:
+    """The deployed machines and the ad-hoc ones share `grant_distributed_map` (no spec in specs/ has a group large
+    enough for a Distributed Map today, so it is checked on its own)."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_s3 as s3
+
+    from infra.state_machines import grant_distributed_map
+
+    stack = cdk.Stack(cdk.App(), "Grants")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("states.amazonaws.com"))
+    bucket = s3.Bucket(stack, "Bucket")
+    grant_distributed_map(role, stack, "Grants-sweep", bucket)
+    template = stack.resolve(role.node.find_child("DefaultPolicy").document.to_json())
+    found = {
+        (a if isinstance(a, str) else tuple(a)): _text(st["Resource"])
+        for st in template["Statement"]
+        for a in [st["Action"]]
+    }
+    region_account = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
+    bucket_arn = f"<{stack.resolve(stack.get_logical_id(bucket.node.default_child))}.Arn>"
+    assert found == {
+        "states:StartExecution": f"{region_account}:stateMachine:Grants-sweep",
+        ("states:DescribeExecution", "states:StopExecution"): f"{region_account}:execution:Grants-sweep:*",
+        "s3:GetObject": f"{bucket_arn}/runs/*",
+    }
+
+
+def test_the_catalog_deployment_role_reads_its_asset_and_writes_only_under_catalog(default_synth: Synth) -> None:
+    catalog = default_synth.stack.catalog
+    bucket = _ids(default_synth)["bucket"]
+    assets_bucket = "arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>"
+    asset = f"{assets_bucket}/{catalog.asset.s3_object_key}"
+    own_logs = f"<{default_synth.logical_id(catalog.log_group)}.Arn>"
+    g = role_grants(default_synth, catalog.role)
+    assert g == {
+        "logs:CreateLogStream": {own_logs},
+        "logs:PutLogEvents": {own_logs},
+        "s3:GetObject": {asset},
+        "s3:ListBucket": {bucket},
+        "s3:PutObject": {f"{bucket}/catalog/*"},
+        "s3:DeleteObject": {f"{bucket}/catalog/*"},
+    }
+    listing = [
+        st
+        for p in default_synth.resources("AWS::IAM::Policy").values()
+        if {"Ref": default_synth.logical_id(catalog.role)} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+        if st["Action"] == "s3:ListBucket"
+    ]
+    assert [st["Condition"] for st in listing] == [{"StringLike": {"s3:prefix": ["catalog/*"]}}]
+    # BucketDeployment's own grants (whole asset bucket, read-write on the whole engine bucket) are not there, and
+    # its role is the only one the handler has.
+    handler = default_synth.template["Resources"][default_synth.logical_id(catalog.handler)]["Properties"]
+    assert handler["Role"] == {"Fn::GetAtt": [default_synth.logical_id(catalog.role), "Arn"]}

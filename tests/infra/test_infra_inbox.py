@@ -1,0 +1,130 @@
+"""The inbox function's configuration, read back the way the inbox reads it (`InboxSettings.from_environment`).
+
+The inbox compiles every upload and compares the result with the deployed machine's definition: the stack must
+tell it the options the machines were compiled with, or no upload would ever match a deployed machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from infra_support import REPO_ROOT, Synth
+
+from infra.stack import HEARTBEAT_ENV, compile_options
+from infra.state_machines import spec_files
+from npa_workflow.compile.asl import CompileOptions, compile_spec
+from npa_workflow.engine import inbox
+from npa_workflow.spec.load import load_spec
+
+SPECS = REPO_ROOT / "specs"
+
+
+def _as_text(value: Any) -> str:
+    """An environment value as the function would see it: references become plausible ARNs."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        return "".join(_as_text(part) for part in value["Fn::Join"][1])
+    if "Ref" in value:
+        return f"arn:aws:states:eu-west-1:123456789012:stateMachine:{value['Ref']}"
+    if "Fn::GetAtt" in value:
+        return f"arn:aws:lambda:eu-west-1:123456789012:function:{value['Fn::GetAtt'][0]}"
+    raise AssertionError(f"unexpected value {value!r}")
+
+
+def _inbox_env(synth: Synth) -> dict[str, str]:
+    fn = synth.template["Resources"][synth.logical_id(synth.stack.engine.functions["inbox"])]
+    return {k: _as_text(v) for k, v in fn["Properties"]["Environment"]["Variables"].items()}
+
+
+def _heartbeats(definition: dict[str, Any]) -> set[int]:
+    found: set[int] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "HeartbeatSeconds" in node:
+                found.add(node["HeartbeatSeconds"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(definition)
+    return found
+
+
+def _definitions(synth: Synth) -> dict[str, dict[str, Any]]:
+    return {
+        name: json.loads(synth.template["Resources"][synth.logical_id(m)]["Properties"]["DefinitionString"])
+        for name, m in synth.stack.workflows.machines.items()
+    }
+
+
+def test_the_stack_uses_the_env_var_names_the_inbox_reads() -> None:
+    assert HEARTBEAT_ENV == inbox.HEARTBEAT_ENV
+
+
+@pytest.mark.parametrize(("variant", "heartbeat"), [("default_synth", 300), ("ad_hoc_synth", 900)])
+def test_the_inbox_is_told_the_heartbeat_the_machines_are_compiled_with(
+    variant: str, heartbeat: int, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    env = _inbox_env(synth)
+    assert env[inbox.HEARTBEAT_ENV] == str(heartbeat) == str(synth.stack.compile_options.heartbeat_seconds)
+    for name, definition in _definitions(synth).items():
+        assert _heartbeats(definition) == {heartbeat}, name
+    assert inbox.InboxSettings.from_environment(env).heartbeat_seconds == heartbeat
+
+
+def test_only_the_heartbeat_differs_from_the_compilers_defaults(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+    """The inbox takes every other option from a run request, defaulting to the compiler's defaults."""
+    for synth in (default_synth, ad_hoc_synth):
+        options = compile_options(synth.stack.settings)
+        assert synth.stack.compile_options == options
+        assert dataclasses.replace(options, heartbeat_seconds=CompileOptions().heartbeat_seconds) == CompileOptions()
+
+
+@pytest.mark.parametrize("variant", ["default_synth", "ad_hoc_synth"])
+def test_an_unchanged_spec_compiled_by_the_inbox_matches_its_deployed_machine(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    """What the inbox does with an upload of a spec from specs/ (no vars, no options): compile it with the options
+    its settings give and compare with the deployed definition, function ARNs masked."""
+    synth: Synth = request.getfixturevalue(variant)
+    settings = inbox.InboxSettings.from_environment(_inbox_env(synth))
+    options = inbox._compile_options(inbox.RunRequestOptions(), settings)
+    assert options == synth.stack.compile_options
+    deployed = _definitions(synth)
+    for path in spec_files(SPECS):
+        loaded = load_spec(path)
+        compiled = compile_spec(loaded, options)
+        assert inbox._masked(compiled.definition) == inbox._masked(deployed[loaded.spec.name]), loaded.spec.name
+
+
+def test_the_inbox_settings_read_back_from_the_default_stack(default_synth: Synth) -> None:
+    settings = inbox.InboxSettings.from_environment(_inbox_env(default_synth))
+    assert set(settings.state_machines) == set(default_synth.stack.workflows.machines)
+    assert settings.allow_ad_hoc is False
+
+
+def test_every_variable_the_inbox_reads_is_set_when_ad_hoc_specs_are_allowed(ad_hoc_synth: Synth) -> None:
+    env = _inbox_env(ad_hoc_synth)
+    read = {
+        inbox.STATE_MACHINES_ENV, inbox.ALLOW_AD_HOC_ENV, inbox.AD_HOC_PREFIX_ENV, inbox.AD_HOC_ROLE_ENV,
+        inbox.AD_HOC_LOG_GROUP_ENV, inbox.HEARTBEAT_ENV, *inbox.FUNCTION_ARN_ENVS.values(),
+    }
+    assert {name for name in read if env.get(name)} == read
+    settings = inbox.InboxSettings.from_environment(env)  # raises when an ad-hoc variable is missing
+    assert settings.allow_ad_hoc is True
+    assert settings.ad_hoc_prefix == "NpaWorkflow-adhoc-"
+    functions = ad_hoc_synth.stack.engine.functions
+    assert {p: arn.rsplit(":", 1)[1] for p, arn in settings.function_arns.items()} == {
+        placeholder: ad_hoc_synth.logical_id(functions[name])
+        for placeholder, name in (
+            (inbox.LAUNCH, "launch"), (inbox.DECIDE, "decide"), (inbox.TRIGGER, "trigger"), (inbox.CLEANUP, "cleanup")
+        )
+    }
