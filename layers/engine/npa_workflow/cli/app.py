@@ -24,6 +24,14 @@ from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, print_cost
 from npa_workflow.cli.graph import graph_command
 from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
 from npa_workflow.cli.run import run_command
+from npa_workflow.cli.stack import (
+    cancel_command,
+    list_command,
+    resume_command,
+    serve_command,
+    status_command,
+    submit_command,
+)
 from npa_workflow.compile.asl import CompileOptions
 from npa_workflow.cost import estimate_cost
 from npa_workflow.errors import Problem, SpecError
@@ -205,6 +213,12 @@ def schema() -> None:
 
 app.command(name="run")(run_command)
 app.command(name="graph")(graph_command)
+app.command(name="serve")(serve_command)
+app.command(name="submit")(submit_command)
+app.command(name="status")(status_command)
+app.command(name="cancel")(cancel_command)
+app.command(name="resume")(resume_command)
+app.command(name="list")(list_command)
 
 
 def main() -> None:

@@ -414,7 +414,6 @@ class LocalRuntime:
         return loaded, spec_text, catalog_text, variables, meta
 
     def _run(self) -> dict[str, Any]:
-        from npa_workflow.local.moto_lambda import in_process_lambdas
         from npa_workflow.local.moto_server import start_moto_server
 
         loaded, spec_text, catalog_text, variables, meta = self._prepare()
@@ -432,27 +431,12 @@ class LocalRuntime:
         if self.on_endpoint:
             self.on_endpoint(self.endpoint_url)
         env = {
-            **server.client_env(REGION),
-            wiring.LEDGER_TABLE_ENV: LEDGER_TABLE,
-            wiring.BUCKET_ENV: ENGINE_BUCKET,
-            wiring.EXECUTOR_ENV: self.options.executor,
-            wiring.LOCAL_STATE_DIR_ENV: str(self.home),
+            **embedded_aws_env(server, self.home, self.options.executor),
             **({"SKYPILOT_API_SERVER_ENDPOINT": self.options.skypilot_endpoint}
                if self.options.skypilot_endpoint else {}),
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_TRACE_DISABLED": "true",
         }
         with contextlib.ExitStack() as stack:
-            stack.callback(server.stop)
-            # moto's backends are process-wide: drop this run's resources so a later run in this process
-            # starts from an empty AWS (and moto's readiness probe, which serializes every model, still works).
-            stack.callback(_reset_quietly, server)
-            stack.enter_context(process_environment(env))
-            stack.callback(wiring.clear_cache)
-            stack.enter_context(serialized_dynamodb_writes())
-            stack.enter_context(moto_task_token_fixes())
-            stack.enter_context(in_process_lambdas())
-            stack.enter_context(handler_logs_to(run_dir / "lambdas.log"))
+            enter_embedded_aws(stack, server, env, run_dir / "lambdas.log")
             stack.enter_context(signals_interrupt())
             return self._execute(loaded, spec_text, catalog_text, variables, executions, previous_items)
 
@@ -546,31 +530,15 @@ class LocalRuntime:
                    for name in ("s3", "iam", "lambda", "stepfunctions")}
         for bucket in self._buckets(loaded):
             try:
-                clients["s3"].create_bucket(Bucket=bucket)
+                create_bucket(clients["s3"], bucket)
             except ClientError as exc:
                 error = exc.response.get("Error", {})
-                if error.get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                    raise LocalRunError(
-                        f"{self.options.spec}: config: cannot create the local bucket {bucket!r}: "
-                        f"{error.get('Code')}: {error.get('Message')} (fix the bucket name in config)"
-                    ) from None
+                raise LocalRunError(
+                    f"{self.options.spec}: config: cannot create the local bucket {bucket!r}: "
+                    f"{error.get('Code')}: {error.get('Message')} (fix the bucket name in config)"
+                ) from None
         ledger.create_table()
-        role_arn = clients["iam"].create_role(
-            RoleName=ROLE_NAME,
-            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{
-                "Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                "Action": "sts:AssumeRole"}]}),
-        )["Role"]["Arn"]
-        code = _dummy_zip()
-        function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
-                                                   wiring.LOCAL_STATE_DIR_ENV)}
-        arns = {}
-        for name in FUNCTIONS:
-            arns[name] = clients["lambda"].create_function(
-                FunctionName=f"npa-workflow-{name}", Runtime="python3.11", Role=role_arn,
-                Handler=f"functions.{name}.handler.handler", Code={"ZipFile": code}, Timeout=900, MemorySize=256,
-                Environment={"Variables": function_env},
-            )["FunctionArn"]
+        role_arn, arns = deploy_functions(clients)
         deployed = _Deployed(clients=clients, role_arn=role_arn, function_arns=arns)
         options = CompileOptions(
             max_wait_seconds=self.options.max_wait_seconds,
@@ -581,9 +549,7 @@ class LocalRuntime:
             max_concurrency_cap=self.options.max_concurrency,
         )
         self._machine = compile_spec(loaded, options)
-        definition = json.dumps(self._machine.definition)
-        for name, placeholder in FUNCTIONS.items():
-            definition = definition.replace(placeholder, arns[name])
+        definition = machine_definition(self._machine.definition, arns)
         machine_name = sanitize(f"npa-workflow-{loaded.spec.name}")
         try:
             deployed.state_machine_arn = clients["stepfunctions"].create_state_machine(
@@ -692,17 +658,7 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- ledger file
     def _ledger_items(self, ledger: DynamoLedger) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": run_pk(self.run_id)}}, "ConsistentRead": True,
-        }
-        while True:
-            page = ledger.client.query(**kwargs)
-            items += page.get("Items", [])
-            if not page.get("LastEvaluatedKey"):
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return ledger_items(ledger, self.run_id)
 
     def _dump_ledger(self, run_dir: Path, items: list[dict[str, Any]]) -> None:
         _write_json(run_dir / "ledger.json", {"table": LEDGER_TABLE, "run_id": self.run_id, "items": items})
@@ -725,6 +681,92 @@ class LocalRuntime:
             "run_id": self.run_id, "workflow": loaded.spec.name, "spec": str(Path(self.options.spec).resolve()),
             "vars": variables, "executions": executions,
         })
+
+
+# ------------------------------------------------------------------------------------------------ shared helpers
+# Used by the local runtime and by `npa-workflow serve` (local.serve): one embedded AWS, deployed the same way.
+def embedded_aws_env(server: Any, home: Path, executor: str = "local") -> dict[str, str]:
+    """The environment the in-process Lambdas (and `wiring.engine_from_environment`) read."""
+    return {
+        **server.client_env(REGION),
+        wiring.LEDGER_TABLE_ENV: LEDGER_TABLE,
+        wiring.BUCKET_ENV: ENGINE_BUCKET,
+        wiring.EXECUTOR_ENV: executor,
+        wiring.LOCAL_STATE_DIR_ENV: str(home),
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+
+
+def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[str, str], lambdas_log: Path) -> None:
+    """Enter, on `stack`, everything a running embedded AWS needs: its environment, moto's fixes, the
+    in-process Lambdas, the handlers' logs to `lambdas_log`; on exit: reset moto's backends and stop it."""
+    from npa_workflow.local.moto_lambda import in_process_lambdas
+
+    stack.callback(server.stop)
+    # moto's backends are process-wide: drop this run's resources so a later run in this process
+    # starts from an empty AWS (and moto's readiness probe, which serializes every model, still works).
+    stack.callback(_reset_quietly, server)
+    stack.enter_context(process_environment(env))
+    stack.callback(wiring.clear_cache)
+    stack.enter_context(serialized_dynamodb_writes())
+    stack.enter_context(moto_task_token_fixes())
+    stack.enter_context(in_process_lambdas())
+    stack.enter_context(handler_logs_to(lambdas_log))
+
+
+def create_bucket(s3: Any, bucket: str) -> None:
+    """Create a bucket; one that exists already is fine (ClientError otherwise)."""
+    try:
+        s3.create_bucket(Bucket=bucket)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+
+
+def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The IAM role and the launch/decide/trigger/cleanup functions (handlers imported in this process), with
+    the process's engine environment. Returns (role ARN, {function name: ARN})."""
+    role_arn = clients["iam"].create_role(
+        RoleName=ROLE_NAME,
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+            "Action": "sts:AssumeRole"}]}),
+    )["Role"]["Arn"]
+    code = _dummy_zip()
+    function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
+                                               wiring.LOCAL_STATE_DIR_ENV)}
+    arns = {}
+    for name in FUNCTIONS:
+        arns[name] = clients["lambda"].create_function(
+            FunctionName=f"npa-workflow-{name}", Runtime="python3.11", Role=role_arn,
+            Handler=f"functions.{name}.handler.handler", Code={"ZipFile": code}, Timeout=900, MemorySize=256,
+            Environment={"Variables": function_env},
+        )["FunctionArn"]
+    return role_arn, arns
+
+
+def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:
+    """A compiled definition with the functions' ARNs in place of the compiler's placeholders."""
+    text = json.dumps(definition)
+    for name, placeholder in FUNCTIONS.items():
+        text = text.replace(placeholder, function_arns[name])
+    return text
+
+
+def ledger_items(ledger: DynamoLedger, run_id: str) -> list[dict[str, Any]]:
+    """Every ledger item of one run (raw DynamoDB items, what `local.report.build_report` reads)."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}}, "ConsistentRead": True,
+    }
+    while True:
+        page = ledger.client.query(**kwargs)
+        items += page.get("Items", [])
+        if not page.get("LastEvaluatedKey"):
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def run_local(options: LocalRunOptions, progress: Progress | None = None,

@@ -1,0 +1,244 @@
+"""`npa-workflow serve` (the stack on this machine) and the commands that work against a stack: `submit`,
+`status`, `cancel`, `resume`, `list`.
+
+A stack is `--endpoint URL` (a local `serve`; also `$NPA_WORKFLOW_ENDPOINT`) or, in the cloud, `--stack NAME`
+(its CloudFormation outputs name the bucket and the ledger table; credentials and region from the usual AWS
+chain) or `--bucket B` (submit only).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from npa_workflow.cli.common import JsonOpt, parse_vars
+from npa_workflow.cli.output import print_json, print_problems
+from npa_workflow.errors import Problem, SpecError
+
+EndpointOpt = Annotated[str | None, typer.Option("--endpoint", envvar="NPA_WORKFLOW_ENDPOINT",
+                                                 help="Endpoint of a local `npa-workflow serve`")]
+StackOpt = Annotated[str | None, typer.Option("--stack", help="CloudFormation stack of the deployed engine")]
+BucketOpt = Annotated[str | None, typer.Option("--bucket", help="Engine bucket (cloud, without --stack)")]
+RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: the AWS config's)")]
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _client(endpoint: str | None, stack: str | None, bucket: str | None, region: str | None) -> Any:
+    from npa_workflow.stack_client import StackClient, StackError
+
+    try:
+        if endpoint:
+            return StackClient.local(endpoint)
+        return StackClient.cloud(stack=stack, bucket=bucket, region=region)
+    except StackError as exc:
+        _err(f"npa-workflow: error: {exc}")
+        raise typer.Exit(1) from None
+
+
+def _fail(command: str, exc: Exception) -> typer.Exit:
+    _err(f"npa-workflow {command}: error: {exc}")
+    return typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ serve
+def serve_command(
+    port: Annotated[int | None, typer.Option("--port", min=1, max=65535, help="Port (default: a free one)")] = None,
+    catalog: Annotated[Path, typer.Option("--catalog", help="Tool catalog; every other spec in its folder is "
+                                                           "deployed")] = Path("specs/tools.yaml"),
+) -> None:
+    """Run the whole stack on this machine (embedded AWS, inbox, triggers, watch, reap): no AWS account needed."""
+    from npa_workflow.local.runtime import LocalRunError
+    from npa_workflow.local.serve import Serve, ServeOptions
+
+    if catalog.is_dir():
+        catalog = catalog / "tools.yaml"
+
+    def announce(endpoint: str) -> None:
+        sys.stdout.write(f"npa-workflow serve: endpoint {endpoint}\n"
+                         f"  try: npa-workflow submit SPEC --endpoint {endpoint} --wait\n")
+        sys.stdout.flush()
+
+    try:
+        Serve(ServeOptions(catalog=catalog, port=port), announce).serve()
+    except SpecError as exc:
+        print_problems(exc.problems + exc.warnings)
+        raise typer.Exit(1) from None
+    except LocalRunError as exc:
+        raise _fail("serve", exc) from None
+
+
+# ------------------------------------------------------------------------------------------------ submit
+def _document(spec: str, variables: dict[str, str], run_id: str | None) -> dict[str, Any]:
+    """The uploaded document: the spec as it is, or a run request (with --var/--run-id, or a deployed spec's name)."""
+    from npa_workflow.engine.inbox import RUN_REQUEST_API
+    from npa_workflow.spec.loader import load_yaml_file
+
+    path = Path(spec)
+    if path.is_file():
+        doc = load_yaml_file(path)
+        if not isinstance(doc, dict):
+            raise SpecError([Problem("$", "a spec must be a mapping", file=str(path))])
+        if not variables and not run_id:
+            return doc
+        spec_ref: Any = doc
+    else:
+        spec_ref = spec  # the name of a deployed spec
+    request: dict[str, Any] = {"apiVersion": RUN_REQUEST_API, "spec": spec_ref}
+    if variables:
+        request["vars"] = variables
+    if run_id:
+        request["runId"] = run_id
+    return request
+
+
+def submit_command(
+    spec: Annotated[str, typer.Argument(help="Spec file, or the name of a deployed spec", show_default=False)],
+    var: Annotated[list[str] | None, typer.Option("--var", help="Override a config key: KEY=VALUE")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: from the uploaded object)")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end; exit 0 only if SUCCEEDED")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the inbox to take it")] = 60.0,
+    endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Upload a spec (or a run request) to the stack's inbox and print the run id."""
+    from npa_workflow.stack_client import StackError
+
+    try:
+        document = _document(spec, parse_vars(var), run_id)
+    except SpecError as exc:
+        print_problems(exc.problems)
+        raise typer.Exit(1) from None
+    client = _client(endpoint, stack, bucket, region)
+    try:
+        submitted = client.submit(document, timeout=timeout)
+    except StackError as exc:
+        raise _fail("submit", exc) from None
+    if submitted.rejected:
+        if as_json:
+            print_json(submitted.to_json())
+        _err(f"npa-workflow submit: rejected by the inbox (s3://{client.bucket}/{submitted.key}):")
+        print_problems([Problem(e.get("path", "$"), e.get("message", ""), e.get("hint", ""),
+                                e.get("severity", "error"), e.get("file", "")) for e in submitted.errors])  # type: ignore[arg-type]
+        raise typer.Exit(1)
+    if not wait:
+        print_json(submitted.to_json()) if as_json else sys.stdout.write(submitted.run_id + "\n")
+        return
+    if not as_json:
+        sys.stdout.write(submitted.run_id + "\n")
+        sys.stdout.flush()
+    try:
+        record = client.wait(submitted.run_id)
+    except StackError as exc:
+        raise _fail("submit", exc) from None
+    except KeyboardInterrupt:
+        _err(f"npa-workflow submit: stopped waiting; run {submitted.run_id} goes on (npa-workflow cancel to stop)")
+        raise typer.Exit(130) from None
+    if as_json:
+        print_json({**submitted.to_json(), "status": record.status.value})
+    else:
+        sys.stdout.write(f"{submitted.run_id}: {record.status.value}\n")
+        if record.error is not None:
+            where = f"state '{record.error.state}': " if record.error.state else ""
+            sys.stdout.write(f"error: {where}{record.error.message}\n")
+    if record.status.value != "SUCCEEDED":
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ status
+def status_command(
+    run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
+    endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's states (attempts, jobs, durations, status), decisions, watermarks and error."""
+    from npa_workflow.cli.run import print_summary
+    from npa_workflow.stack_client import StackError
+
+    client = _client(endpoint, stack, bucket, region)
+    try:
+        report = client.report(run)
+    except StackError as exc:
+        raise _fail("status", exc) from None
+    if as_json:
+        print_json(report)
+    else:
+        print_summary(report, Console(soft_wrap=True))
+
+
+# ------------------------------------------------------------------------------------------------ cancel / resume
+def cancel_command(
+    run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for every job to end")] = 60.0,
+    endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stop a run's execution and wait until every job of the run is cancelled."""
+    from npa_workflow.stack_client import StackError
+
+    client = _client(endpoint, stack, bucket, region)
+    try:
+        result = client.cancel(run, timeout=timeout)
+    except StackError as exc:
+        raise _fail("cancel", exc) from None
+    if as_json:
+        print_json(result)
+    else:
+        jobs = ", ".join(result["cancelled_jobs"]) or "none"
+        sys.stdout.write(f"{run}: {result['status']}; cancelled job(s): {jobs}\n")
+
+
+def resume_command(
+    run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
+    endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Resume a failed or aborted run: redrive its execution, else a new execution that replays succeeded waves."""
+    from npa_workflow.stack_client import StackError
+
+    client = _client(endpoint, stack, bucket, region)
+    try:
+        result = client.resume(run)
+    except StackError as exc:
+        raise _fail("resume", exc) from None
+    if as_json:
+        print_json(result)
+    else:
+        how = "redriven" if result["redriven"] else f"new execution {result.get('execution_name')}"
+        sys.stdout.write(f"{run}: resumed ({how})\n")
+
+
+# ------------------------------------------------------------------------------------------------ list
+def list_command(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs, newest first")] = 50,
+    endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recent runs with their status."""
+    from npa_workflow.stack_client import StackError
+
+    client = _client(endpoint, stack, bucket, region)
+    try:
+        runs = client.list_runs(limit)
+    except StackError as exc:
+        raise _fail("list", exc) from None
+    rows = [{"run_id": r.run_id, "workflow": r.workflow, "status": r.status.value, "started_at": r.started_at}
+            for r in runs]
+    if as_json:
+        print_json({"runs": rows})
+        return
+    table = Table(show_edge=False, box=None)
+    for col in ("run", "workflow", "status", "started"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row["run_id"], row["workflow"], Text(row["status"]), row["started_at"])
+    Console(soft_wrap=True).print(table)

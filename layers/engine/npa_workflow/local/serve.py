@@ -1,0 +1,346 @@
+"""`npa-workflow serve`: the whole stack on one machine, so a team can try the real flow with no AWS account.
+
+What it starts (the local runtime's embedded AWS, `local.runtime`):
+
+- moto in server mode on 127.0.0.1 (`--port`, default a free one) with the engine bucket `npa-workflow-local`,
+  the bucket(s) each deployed spec's config names, the ledger table, the launch/decide/trigger/cleanup
+  functions (in-process handlers), and one state machine per spec in the catalog's folder (`--catalog`,
+  default `specs/tools.yaml`: every other `*.yaml` there is a spec), compiled as the stack compiles them;
+- the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
+  reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them).
+
+Then, every tick (`tick_seconds`, 0.25 s), the event sources of the cloud stack are emulated:
+
+- S3 object arrival: every bucket is listed and each key that is new or whose ETag changed since the last tick
+  is an "Object Created" event — under `inbox/` of the engine bucket → `engine.inbox.handle_object` (the inbox
+  Lambda), and any object → `engine.trigger.on_object_created` (the trigger Lambda's S3 path). This polling is
+  simple and honest: an object overwritten twice within one tick is seen once (its last version), like a
+  coalesced event; a duplicate delivery cannot happen here, and the inbox would absorb it anyway;
+- the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick;
+- execution status change: each RUNNING run of the ledger whose execution ended is recorded — SUCCEEDED, or
+  FAILED/ABORTED/TIMED_OUT → `engine.cleanup.reap` (the reap Lambda), after failing the task tokens the
+  execution waits on (moto notices a StopExecution only when the waiting Task ends).
+
+Steps run as local processes whose working directory is the spec folder (the serve process changes into it).
+Everything is in memory: stopping serve (Ctrl-C / SIGTERM) reaps every running run and forgets the stack.
+Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
+started); `serve.json` there names the endpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from botocore.exceptions import ClientError
+
+from npa_workflow.compile.asl import CompileOptions, compile_spec
+from npa_workflow.compile.names import sanitize
+from npa_workflow.engine import wiring
+from npa_workflow.engine.inbox import (
+    CATALOG_KEY,
+    DEPLOYED_SPECS_PREFIX,
+    INBOX_PREFIX,
+    InboxSettings,
+    handle_object,
+)
+from npa_workflow.ledger import RunError, RunStatus
+from npa_workflow.local.runtime import (
+    _S3_BUCKET,
+    ENGINE_BUCKET,
+    LEDGER_TABLE,
+    REGION,
+    LocalRunError,
+    create_bucket,
+    deploy_functions,
+    embedded_aws_env,
+    enter_embedded_aws,
+    local_home,
+    machine_definition,
+)
+from npa_workflow.spec.catalog import CATALOG_API_VERSION
+from npa_workflow.spec.load import load_spec
+from npa_workflow.spec.loader import load_yaml_file
+from npa_workflow.spec.validate import LoadedSpec
+
+LOG = logging.getLogger(__name__)
+AD_HOC_PREFIX = "npa-workflow-adhoc-"
+ENDED = ("FAILED", "ABORTED", "TIMED_OUT")
+RUNS_TRACKED = 1000
+REAP_SETTLE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    catalog: Path = Path("specs/tools.yaml")
+    port: int | None = None
+    home: Path | None = None
+    tick_seconds: float = 0.25
+
+
+def deployable_specs(catalog: Path) -> list[Path]:
+    """Every spec file in the catalog's folder (the catalog itself and other catalogs excluded)."""
+    specs = []
+    for path in sorted(catalog.parent.glob("*.yaml")):
+        if path.resolve() == catalog.resolve():
+            continue
+        try:
+            raw = load_yaml_file(path)
+        except Exception:  # noqa: BLE001 - reported when loaded as a spec
+            raw = None
+        if isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION:
+            continue
+        specs.append(path)
+    return specs
+
+
+def _spec_buckets(config: Any) -> list[str]:
+    """Buckets a spec's config names literally (`bucket:` and `s3://…` values; templated ones are skipped)."""
+    if not isinstance(config, dict):
+        return []
+    found = []
+    bucket = str(config.get("bucket") or "").strip()
+    if bucket and "{" not in bucket:
+        found.append(bucket)
+    for value in config.values():
+        found += _S3_BUCKET.findall(str(value))
+    return found
+
+
+@contextlib.contextmanager
+def record_stops(stopped: set[str]) -> Iterator[None]:
+    """Remember every execution StopExecution was called for. moto 5.2.5 stops an execution by flagging its
+    interpreter, which still follows the waiting Task's Catch once the token fails and may then report FAILED;
+    AWS reports ABORTED and emits that status change. Seam: `StepFunctionBackend.stop_execution(self, arn)`."""
+    from moto.stepfunctions.models import StepFunctionBackend
+
+    original = StepFunctionBackend.stop_execution
+
+    def stop_execution(self: Any, execution_arn: str, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, execution_arn, *args, **kwargs)
+        stopped.add(execution_arn)
+        return result
+
+    StepFunctionBackend.stop_execution = stop_execution  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        StepFunctionBackend.stop_execution = original  # type: ignore[method-assign]
+
+
+class Serve:
+    def __init__(self, options: ServeOptions, on_endpoint: Callable[[str], None] | None = None) -> None:
+        self.options = options
+        self.on_endpoint = on_endpoint
+        self.home = local_home(options.home)
+        self.catalog = Path(options.catalog).resolve()
+        self._stop = threading.Event()
+        self._seen: dict[tuple[str, str], str] = {}
+        self._stopped: set[str] = set()  # execution ARNs StopExecution was called for (see record_stops)
+        self.endpoint_url = ""
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ---------------------------------------------------------------------------------------- start
+    def _load_specs(self) -> list[tuple[Path, LoadedSpec]]:
+        if not self.catalog.is_file():
+            raise LocalRunError(f"no tool catalog at {self.catalog} (give --catalog FILE; its folder holds the specs)")
+        return [(path, load_spec(path, catalog=self.catalog)) for path in deployable_specs(self.catalog)]
+
+    def serve(self) -> None:
+        """Start the stack and serve until `stop()` (or Ctrl-C / SIGTERM)."""
+        import boto3
+
+        from npa_workflow.local.moto_server import start_moto_server
+        from npa_workflow.local.runtime import signals_interrupt
+
+        specs = self._load_specs()  # a broken spec in the folder is a SpecError before anything starts
+        self.home.mkdir(parents=True, exist_ok=True)
+        try:
+            server = start_moto_server(self.options.port)
+        except RuntimeError as exc:
+            raise LocalRunError(str(exc)) from None
+        self.endpoint_url = server.endpoint_url
+        env = embedded_aws_env(server, self.home, "local")
+        with contextlib.ExitStack() as stack:
+            enter_embedded_aws(stack, server, env, self.home / "serve" / "lambdas.log")
+            stack.enter_context(signals_interrupt())
+            stack.enter_context(record_stops(self._stopped))
+            session = boto3.session.Session(region_name=REGION)
+            clients = {name: session.client(name, endpoint_url=self.endpoint_url)
+                       for name in ("s3", "iam", "lambda", "stepfunctions")}
+            engine = wiring.engine_from_environment()
+            settings = self._deploy(clients, engine, specs)
+            self._write_serve_json(settings)
+            # Steps of inbox-started runs run in the spec folder (the inbox freezes no workdir: jobs inherit ours).
+            previous_cwd = os.getcwd()
+            os.chdir(self.catalog.parent)
+            stack.callback(os.chdir, previous_cwd)
+            if self.on_endpoint:
+                self.on_endpoint(self.endpoint_url)
+            try:
+                self._loop(engine, clients, settings)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                self._reap_all(engine, clients["stepfunctions"], "npa-workflow serve stopped")
+
+    def _deploy(self, clients: dict[str, Any], engine: Any, specs: list[tuple[Path, LoadedSpec]]) -> InboxSettings:
+        s3, sfn = clients["s3"], clients["stepfunctions"]
+        for bucket in [ENGINE_BUCKET] + [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
+            try:
+                create_bucket(s3, bucket)
+            except ClientError as exc:
+                LOG.warning("cannot create the local bucket %s: %s", bucket, exc)
+        engine.ledger.create_table()
+        role_arn, arns = deploy_functions(clients)
+        settings = InboxSettings(allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX, ad_hoc_role_arn=role_arn,
+                                 function_arns={})
+        # Compile exactly as the inbox will (its defaults), so its comparison picks the deployed machine.
+        options = CompileOptions(heartbeat_seconds=settings.heartbeat_seconds)
+        machines: dict[str, str] = {}
+        for path, loaded in specs:
+            compiled = compile_spec(loaded, options)
+            machines[loaded.spec.name] = sfn.create_state_machine(
+                name=sanitize(f"npa-workflow-{loaded.spec.name}"), roleArn=role_arn, type="STANDARD",
+                definition=machine_definition(compiled.definition, arns),
+            )["stateMachineArn"]
+            s3.put_object(Bucket=ENGINE_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
+                          Body=path.read_bytes())
+        s3.put_object(Bucket=ENGINE_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
+        from npa_workflow.compile.asl import CLEANUP, DECIDE, LAUNCH, TRIGGER
+
+        placeholders = {LAUNCH: arns["launch"], DECIDE: arns["decide"], TRIGGER: arns["trigger"],
+                        CLEANUP: arns["cleanup"]}
+        return InboxSettings(state_machines=machines, allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX,
+                             ad_hoc_role_arn=role_arn, function_arns=placeholders,
+                             heartbeat_seconds=settings.heartbeat_seconds)
+
+    def _write_serve_json(self, settings: InboxSettings) -> None:
+        doc = {"endpoint": self.endpoint_url, "bucket": ENGINE_BUCKET, "ledger_table": LEDGER_TABLE,
+               "pid": os.getpid(), "catalog": str(self.catalog),
+               "state_machines": dict(settings.state_machines), "ad_hoc_prefix": settings.ad_hoc_prefix,
+               "ad_hoc_role_arn": settings.ad_hoc_role_arn, "function_arns": dict(settings.function_arns)}
+        (self.home / "serve.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+    # ---------------------------------------------------------------------------------------- the loop
+    def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
+        from npa_workflow.engine.watch import watch_pass
+
+        sfn = clients["stepfunctions"]
+        while not self._stop.is_set():
+            started = time.monotonic()
+            for step in (lambda: self._object_events(engine, clients["s3"], sfn, settings),
+                         lambda: watch_pass(engine),
+                         lambda: self._execution_changes(engine, sfn)):
+                try:
+                    step()
+                except Exception as exc:  # noqa: BLE001 - one failed pass must not stop the stack
+                    LOG.warning("serve: a pass failed: %s", exc, exc_info=True)
+            self._stop.wait(max(0.0, self.options.tick_seconds - (time.monotonic() - started)))
+
+    def _object_events(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings) -> None:
+        from npa_workflow.engine.trigger import on_object_created
+
+        for bucket in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                for obj in page.get("Contents", []):
+                    key, etag = obj["Key"], str(obj.get("ETag", ""))
+                    if self._seen.get((bucket, key)) == etag:
+                        continue
+                    self._seen[(bucket, key)] = etag
+                    if bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX):
+                        self._inbox(engine, s3, sfn, settings, bucket, key, etag)
+                    on_object_created(engine, bucket, key)
+
+    def _inbox(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings, bucket: str, key: str,
+               etag: str) -> None:
+        self._ensure_buckets(s3, bucket, key)
+        result = handle_object(engine, sfn, bucket=bucket, key=key, version_id=None, etag=etag, settings=settings)
+        LOG.info("inbox %s: %s", key, result.to_json())
+        _say(f"inbox {key}: {result.status}" + (f" run {result.run_id}" if result.run_id else ""))
+
+    def _ensure_buckets(self, s3: Any, bucket: str, key: str) -> None:
+        """An ad-hoc spec's buckets exist locally before its steps write to them (the cloud has them already)."""
+        try:
+            doc = yaml.safe_load(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except Exception:  # noqa: BLE001 - the inbox reports a broken document
+            return
+        if isinstance(doc, dict) and isinstance(doc.get("spec"), dict):
+            doc = doc["spec"]
+        for name in _spec_buckets(doc.get("config") if isinstance(doc, dict) else None):
+            with contextlib.suppress(ClientError):
+                create_bucket(s3, name)
+
+    def _execution_changes(self, engine: Any, sfn: Any) -> None:
+        for run in engine.ledger.list_runs(limit=RUNS_TRACKED):
+            if run.status != RunStatus.RUNNING or not run.execution_arn:
+                continue
+            try:
+                desc = sfn.describe_execution(executionArn=run.execution_arn)
+            except ClientError:
+                continue
+            status = desc["status"]
+            if run.execution_arn in self._stopped:
+                status = "ABORTED"  # moto may end a stopped execution FAILED (it follows the Catch): it was stopped
+            if status == "SUCCEEDED":
+                engine.ledger.update_run_status(run.run_id, RunStatus.SUCCEEDED)
+            elif status in ENDED:
+                self._reap(engine, sfn, run.run_id, status, desc)
+
+    def _reap(self, engine: Any, sfn: Any, run_id: str, status: str, desc: dict[str, Any]) -> None:
+        """The reap Lambda: fail the tokens the execution still waits on (moto), cancel every job, record why."""
+        from npa_workflow.engine.cleanup import reap
+
+        reason = f"execution ended {status}"
+        if desc.get("cause") or desc.get("error"):
+            reason += f": {desc.get('error', '')} {desc.get('cause', '')}".rstrip()
+        tokens = [w.task_token for w in engine.ledger.active_waves() if w.run_id == run_id and w.task_token]
+        tokens += [m.task_token for m in engine.ledger.active_watches() if m.run_id == run_id and m.task_token]
+        # moto quirk: a stopped execution's interpreter still waits on its Task; failing the token ends the wait,
+        # but moto then follows the Catch to the cleanup (which cancels the jobs and records FAILED). Let it
+        # settle, then record what the execution really ended as (AWS runs no Catch after StopExecution).
+        for token in tokens:
+            with contextlib.suppress(Exception):
+                engine.callbacks.fail(token, "Run.Interrupted", reason)
+        deadline = time.monotonic() + REAP_SETTLE_SECONDS
+        while tokens and time.monotonic() < deadline:
+            run = engine.ledger.get_run(run_id)
+            if run is None or run.status != RunStatus.RUNNING:
+                break
+            time.sleep(0.05)
+        reap(engine, run_id, reason, status=RunStatus(status))
+        run = engine.ledger.get_run(run_id)
+        if run is not None and (status != "FAILED" or run.error is None) and (
+                run.status != RunStatus(status) or run.error is None):
+            with contextlib.suppress(Exception):
+                engine.ledger.update_run_status(run_id, RunStatus(status), RunError(state=None, message=reason))
+        _say(f"run {run_id}: {status}")
+
+    def _reap_all(self, engine: Any, sfn: Any, reason: str) -> None:
+        from npa_workflow.engine.cleanup import reap
+
+        with contextlib.suppress(Exception):
+            for run in engine.ledger.list_runs(limit=RUNS_TRACKED):
+                if run.status == RunStatus.RUNNING:
+                    with contextlib.suppress(Exception):
+                        if run.execution_arn:
+                            sfn.stop_execution(executionArn=run.execution_arn, error="Run.Interrupted", cause=reason)
+                    with contextlib.suppress(Exception):
+                        reap(engine, run.run_id, reason)
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(f"npa-workflow serve: {line}\n")
+    sys.stdout.flush()

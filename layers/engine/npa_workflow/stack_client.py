@@ -1,0 +1,272 @@
+"""A client of one stack: where a run is submitted (the engine bucket's `inbox/`) and where it is followed (the
+ledger table, the state machines' executions).
+
+- `StackClient.local(endpoint)`: a stack started by `npa-workflow serve` (its embedded AWS at `endpoint`;
+  dummy credentials, the local runtime's bucket and table names);
+- `StackClient.cloud(stack=NAME)`: a deployed stack; the bucket, the ledger table and the state machines are read
+  from its CloudFormation outputs `BucketName`, `LedgerTableName` and every `*StateMachineArn` (credentials and
+  region: the usual boto3 chain). `StackClient.cloud(bucket=B)` knows only the bucket: enough to submit, not to
+  follow a run (that needs the ledger: give --stack, or `ledger_table`).
+
+Submitting uploads a spec or a run request under `inbox/` and computes the run id exactly as the inbox does
+(`engine.start.run_id_for_object` of the uploaded object's version id, else its ETag; a request's `runId` when
+given), then waits for the run to appear in the ledger or for `inbox-rejected/<key>.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from botocore.exceptions import ClientError
+
+from npa_workflow.engine.inbox import INBOX_PREFIX, RUN_REQUEST_API, rejected_key_for
+from npa_workflow.engine.start import run_id_for_object
+from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
+
+TERMINAL = ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
+LOCAL_REGION = "us-east-1"
+LOCAL_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+                     "aws_session_token": "testing"}
+
+
+class StackError(Exception):
+    """Something the user can fix (no such stack, a missing output, an unknown run): the message says what."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    key: str
+    run_id: str = ""
+    rejected: bool = False
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"run_id": self.run_id or None, "key": self.key}
+        if self.rejected:
+            doc.update(rejected=True, errors=self.errors)
+        return doc
+
+
+class StackClient:
+    def __init__(self, session: Any, *, bucket: str, ledger_table: str = "", endpoint_url: str | None = None,
+                 state_machines: dict[str, str] | None = None, outputs: dict[str, str] | None = None) -> None:
+        self.session = session
+        self.bucket = bucket
+        self.ledger_table = ledger_table
+        self.endpoint_url = endpoint_url
+        self.state_machines = dict(state_machines or {})
+        self.outputs = dict(outputs or {})
+        self.s3 = session.client("s3", endpoint_url=endpoint_url)
+        self.sfn = session.client("stepfunctions", endpoint_url=endpoint_url)
+        self._ledger: DynamoLedger | None = None
+
+    # ---------------------------------------------------------------------------------------- construction
+    @classmethod
+    def local(cls, endpoint_url: str) -> StackClient:
+        import boto3
+
+        from npa_workflow.local.runtime import ENGINE_BUCKET, LEDGER_TABLE
+
+        session = boto3.session.Session(region_name=LOCAL_REGION, **LOCAL_CREDENTIALS)
+        return cls(session, bucket=ENGINE_BUCKET, ledger_table=LEDGER_TABLE, endpoint_url=endpoint_url.rstrip("/"))
+
+    @classmethod
+    def cloud(cls, *, stack: str | None = None, bucket: str | None = None, ledger_table: str | None = None,
+              region: str | None = None) -> StackClient:
+        import boto3
+
+        session = boto3.session.Session(region_name=region)
+        if not stack:
+            if not bucket:
+                raise StackError("name the stack: --stack NAME (or --bucket B), or --endpoint URL for a local serve")
+            return cls(session, bucket=bucket, ledger_table=ledger_table or "")
+        try:
+            described = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+        except ClientError as exc:
+            raise StackError(f"stack {stack!r}: {exc.response.get('Error', {}).get('Message') or exc}") from None
+        outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in described[0].get("Outputs", [])}
+        missing = [k for k in ("BucketName", "LedgerTableName") if not outputs.get(k)]
+        if missing and not bucket:
+            raise StackError(f"stack {stack!r} has no output(s) {', '.join(missing)}: is it an npa-workflow stack?")
+        machines = {k.removesuffix("StateMachineArn"): v for k, v in outputs.items() if k.endswith("StateMachineArn")}
+        return cls(session, bucket=bucket or outputs["BucketName"],
+                   ledger_table=ledger_table or outputs.get("LedgerTableName", ""),
+                   state_machines=machines, outputs=outputs)
+
+    @property
+    def ledger(self) -> DynamoLedger:
+        if not self.ledger_table:
+            raise StackError("the ledger table is unknown: give --stack NAME (its LedgerTableName output)")
+        if self._ledger is None:
+            self._ledger = DynamoLedger(self.ledger_table,
+                                        self.session.client("dynamodb", endpoint_url=self.endpoint_url))
+        return self._ledger
+
+    # ---------------------------------------------------------------------------------------- submit
+    def upload(self, body: bytes, stem: str) -> tuple[str, str]:
+        """Put `body` under `inbox/`; returns (key, the version id or ETag the inbox computes the run id from)."""
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        key = f"{INBOX_PREFIX}{stem}-{stamp}-{secrets.token_hex(3)}.yaml"
+        put = self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+        return key, put.get("VersionId") or str(put.get("ETag") or "").strip('"')
+
+    def submit(self, document: dict[str, Any], *, timeout: float = 60.0, poll: float = 0.2) -> Submitted:
+        """Upload a spec or run request (a parsed document) and wait until the inbox took it or rejected it."""
+        name, explicit = _name_and_run_id(document)
+        body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode("utf-8")
+        key, version = self.upload(body, name or "submit")
+        run_id = explicit or run_id_for_object(self.bucket, key, version, name or None)
+        return self.wait_taken(key, run_id, timeout=timeout, poll=poll)
+
+    def wait_taken(self, key: str, run_id: str, *, timeout: float = 60.0, poll: float = 0.2) -> Submitted:
+        deadline = time.monotonic() + timeout
+        rejected = rejected_key_for(key)
+        while True:
+            body = self._get(rejected)
+            if body is not None:
+                doc = json.loads(body)
+                return Submitted(key, rejected=True, errors=list(doc.get("errors", [])))
+            if self.ledger_table and self.ledger.get_run(run_id) is not None:
+                return Submitted(key, run_id=run_id)
+            if not self.ledger_table:
+                return Submitted(key, run_id=run_id)  # bucket only: the id the inbox will use
+            if time.monotonic() >= deadline:
+                raise StackError(f"the inbox did not take s3://{self.bucket}/{key} within {timeout:.0f}s "
+                                 f"(no run {run_id!r} in the ledger, no {rejected})")
+            time.sleep(poll)
+
+    def _get(self, key: str) -> bytes | None:
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "AccessDenied"):
+                return None
+            raise
+
+    # ---------------------------------------------------------------------------------------- runs
+    def run(self, run_id: str) -> RunRecord:
+        record = self.ledger.get_run(run_id)
+        if record is None:
+            raise StackError(f"no run {run_id!r} in ledger {self.ledger_table}")
+        return record
+
+    def execution_status(self, record: RunRecord) -> str:
+        if not record.execution_arn:
+            return record.status.value
+        try:
+            return str(self.sfn.describe_execution(executionArn=record.execution_arn)["status"])
+        except ClientError:
+            return record.status.value
+
+    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
+        """Until the run's status in the ledger is terminal (the stack records it when the execution ends)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self.run(run_id)
+            if record.status != RunStatus.RUNNING:
+                return record
+            execution = self.execution_status(record)
+            if execution in TERMINAL and execution != "SUCCEEDED":
+                pass  # the stack's reap records why: wait for it
+            elif execution == "SUCCEEDED":  # a cloud stack records no SUCCEEDED in the ledger
+                return record.model_copy(update={"status": RunStatus.SUCCEEDED})
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StackError(f"run {run_id!r} still RUNNING after {timeout:.0f}s")
+            time.sleep(poll)
+
+    def report(self, run_id: str) -> dict[str, Any]:
+        """The run report of `npa-workflow run --json` (`local.report.build_report`), from the stack."""
+        from npa_workflow.adapters.s3_store import S3Store
+        from npa_workflow.engine.runs import RunStore
+        from npa_workflow.local.report import build_report
+        from npa_workflow.local.runtime import ledger_items
+
+        record = self.run(run_id)
+        frozen = RunStore(S3Store(self.s3), self.bucket).load(run_id)
+        status = record.status.value
+        if status == "RUNNING" and self.execution_status(record) == "SUCCEEDED":
+            status = "SUCCEEDED"  # a cloud stack records no SUCCEEDED in the ledger
+        return build_report(run_id=run_id, workflow=record.workflow, loaded=frozen.loaded, status=status,
+                            items=ledger_items(self.ledger, run_id), execution_arn=record.execution_arn or "",
+                            sfn=self.sfn if record.execution_arn else None)
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        return self.ledger.list_runs(limit=limit)
+
+    def cancel(self, run_id: str, *, timeout: float = 60.0, poll: float = 0.25) -> dict[str, Any]:
+        """StopExecution, then wait until the stack's reap has ended every job of the run (the ledger shows no
+        active wave and a terminal run). Returns {"run_id", "status", "cancelled_jobs": [...]}."""
+        record = self.run(run_id)
+        stopped = False
+        if record.status == RunStatus.RUNNING and record.execution_arn:
+            try:
+                self.sfn.stop_execution(executionArn=record.execution_arn, error="Run.Cancelled",
+                                        cause="cancelled with npa-workflow cancel")
+                stopped = True
+            except ClientError as exc:
+                if str(exc.response.get("Error", {}).get("Code")) != "ExecutionDoesNotExist":
+                    raise
+        deadline = time.monotonic() + timeout
+        while True:
+            record = self.run(run_id)
+            active = [w for w in self.ledger.active_waves() if w.run_id == run_id]
+            # A stopped execution ends ABORTED: wait for the stack's reap to record that (not a passing status).
+            settled = not stopped or record.status == RunStatus.ABORTED
+            if record.status != RunStatus.RUNNING and not active and settled:
+                break
+            if time.monotonic() >= deadline:
+                raise StackError(f"run {run_id!r}: stop requested, but after {timeout:.0f}s the run is "
+                                 f"{record.status.value} with {len(active)} active job(s)")
+            time.sleep(poll)
+        cancelled = [w.job_id for w in self.ledger.attempts(run_id) if w.status.value == "CANCELLED" and w.job_id]
+        return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": cancelled}
+
+    def resume(self, run_id: str) -> dict[str, Any]:
+        """RedriveExecution of the run's failed execution when the service supports it; otherwise a new execution
+        `<run>-r<n>` of the same state machine with the same input (its launches replay succeeded waves)."""
+        record = self.run(run_id)
+        if record.status == RunStatus.RUNNING:
+            raise StackError(f"run {run_id!r} is still RUNNING: nothing to resume")
+        if record.status == RunStatus.SUCCEEDED:
+            raise StackError(f"run {run_id!r} SUCCEEDED: nothing to resume")
+        if not record.execution_arn:
+            raise StackError(f"run {run_id!r} has no execution to resume")
+        desc = self.sfn.describe_execution(executionArn=record.execution_arn)
+        try:
+            self.sfn.redrive_execution(executionArn=record.execution_arn)
+            self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=record.execution_arn)
+            return {"run_id": run_id, "execution_arn": record.execution_arn, "redriven": True}
+        except Exception:  # noqa: BLE001 - not redrivable, or not supported (moto): a new execution instead
+            pass
+        name = _next_execution_name(run_id, desc["name"])
+        arn = self.sfn.start_execution(stateMachineArn=desc["stateMachineArn"], name=name,
+                                       input=desc.get("input") or "{}")["executionArn"]
+        self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
+        return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name}
+
+
+def _next_execution_name(run_id: str, current: str) -> str:
+    suffix = current[len(run_id):]
+    n = int(suffix[2:]) + 1 if suffix.startswith("-r") and suffix[2:].isdigit() else 2
+    return f"{run_id}-r{n}"
+
+
+def _name_and_run_id(document: dict[str, Any]) -> tuple[str, str]:
+    """The stem the inbox names the run after (the spec's metadata.name) and a request's explicit runId."""
+    if str(document.get("apiVersion", "")) == RUN_REQUEST_API:
+        spec = document.get("spec")
+        name = spec if isinstance(spec, str) else _metadata_name(spec)
+        return name, str(document.get("runId") or "")
+    return _metadata_name(document), ""
+
+
+def _metadata_name(doc: Any) -> str:
+    if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+        return str(doc["metadata"].get("name") or "")
+    return ""

@@ -1,0 +1,237 @@
+"""`npa-workflow serve` as a subprocess, and the stack commands (submit, status, cancel, resume, list) against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_support import CLI, SPECS, aws_client, check_shape, free_port, job_gone, wait_until
+
+from npa_workflow.engine.start import run_id_for_object
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("serve")]  # one serve per module
+
+
+class Stack:
+    def __init__(self, endpoint: str, home: Path) -> None:
+        self.endpoint = endpoint
+        self.home = home
+
+    def cli(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "NPA_WORKFLOW_HOME": str(self.home), "NPA_WORKFLOW_ENDPOINT": self.endpoint}
+        env.pop("AWS_ENDPOINT_URL", None)
+        return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+    def json(self, *args: str, timeout: float = 90) -> dict[str, Any]:
+        done = self.cli(*args, "--json", timeout=timeout)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    home = tmp_path_factory.mktemp("serve-home")
+    env = {**os.environ, "NPA_WORKFLOW_HOME": str(home)}
+    env.pop("AWS_ENDPOINT_URL", None)
+    log = open(home / "serve.out", "w+")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([*CLI, "serve", "--port", str(free_port()), "--catalog", str(SPECS / "tools.yaml")],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        def endpoint() -> str | None:
+            assert proc.poll() is None, (home / "serve.out").read_text()
+            for line in (home / "serve.out").read_text().splitlines():
+                if line.startswith("npa-workflow serve: endpoint "):
+                    return line.split()[-1]
+            return None
+
+        yield Stack(wait_until(endpoint, 60, "serve printed no endpoint"), home)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def spec_file(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {{name: {name}}}\n"
+                    + textwrap.dedent(body))
+    return path
+
+
+def test_submit_wait_runs_a_deployed_spec_and_status_shows_its_waves(stack: Stack) -> None:
+    started = time.monotonic()
+    done = stack.json("submit", str(SPECS / "fanout.yaml"), "--var", "shard_sleep=0", "--wait")
+    assert done["status"] == "SUCCEEDED" and done["key"].startswith("inbox/")
+    assert time.monotonic() - started < 60
+    report = stack.json("status", done["run_id"])
+    check_shape(report)
+    assert report["status"] == "SUCCEEDED" and report["run_id"] == done["run_id"]
+    states = [w["state"] for w in report["waves"]]
+    assert states[0] == "prepare" and states[-2:] == ["join", "done"]
+    assert sorted(states[1:4]) == ["shard-0", "shard-1", "shard-2"]
+    assert {w["status"] for w in report["waves"]} == {"SUCCEEDED"}
+    assert {w["group"] for w in report["waves"] if w["state"].startswith("shard-")} == {"shards"}
+    assert all(w["job_id"] for w in report["waves"])
+    table = stack.cli("status", done["run_id"])
+    assert table.returncode == 0 and "shard-2" in table.stdout and "SUCCEEDED" in table.stdout
+
+
+def test_a_broken_spec_is_rejected_with_path_precise_errors_and_starts_nothing(stack: Stack, tmp_path: Path) -> None:
+    broken = spec_file(tmp_path, "broken-spec", """\
+        initial: a
+        states:
+          a:
+            toolRef: examples.util.step
+            params: {step_out_uri: "s3://npa-workflow-examples/x.json"}
+            next: nowhere
+        """)
+    done = stack.cli("submit", str(broken))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "rejected by the inbox" in done.stderr
+    assert "states.a.next: next state 'nowhere' is not defined" in done.stderr
+    as_json = stack.cli("submit", str(broken), "--json")
+    assert as_json.returncode == 1
+    doc = json.loads(as_json.stdout)
+    assert doc["rejected"] and doc["run_id"] is None
+    assert "states.a.next" in [e["path"] for e in doc["errors"]]
+    runs = stack.json("list")["runs"]
+    assert not [r for r in runs if r["workflow"] == "broken-spec"]
+    sfn = aws_client("stepfunctions", stack.endpoint)
+    machines = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
+    assert not [m for m in machines if "adhoc" in m and "broken" in m]
+
+
+def test_the_same_object_event_three_times_starts_one_execution(stack: Stack, tmp_path: Path) -> None:
+    from npa_workflow.engine.inbox import InboxSettings, handle_object
+    from npa_workflow.engine.wiring import engine_from_environment
+
+    body = spec_file(tmp_path, "dup-event", """\
+        config: {bucket: npa-workflow-examples, prefix: "dup/{{run.id}}"}
+        initial: only
+        states:
+          only:
+            toolRef: examples.util.step
+            terminal: true
+            params: {step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/only.json"}
+        """).read_bytes()
+    s3 = aws_client("s3", stack.endpoint)
+    key = "inbox/dup-event-once.yaml"
+    etag = s3.put_object(Bucket="npa-workflow-local", Key=key, Body=body)["ETag"]
+    run_id = run_id_for_object("npa-workflow-local", key, etag.strip('"'), "dup-event")
+    serve = json.loads((stack.home / "serve.json").read_text())
+    settings = InboxSettings(state_machines=serve["state_machines"], allow_ad_hoc=True,
+                             ad_hoc_prefix=serve["ad_hoc_prefix"], ad_hoc_role_arn=serve["ad_hoc_role_arn"],
+                             function_arns=serve["function_arns"])
+    env = {"NPA_WORKFLOW_LEDGER_TABLE": serve["ledger_table"], "NPA_WORKFLOW_BUCKET": serve["bucket"],
+           "NPA_WORKFLOW_EXECUTOR": "local", "NPA_WORKFLOW_LOCAL_STATE_DIR": str(stack.home),
+           "AWS_ENDPOINT_URL": stack.endpoint, "AWS_DEFAULT_REGION": "us-east-1"}
+    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    try:
+        engine = engine_from_environment(env)
+        sfn = aws_client("stepfunctions", stack.endpoint)
+        # serve's S3 emulation delivered it once; deliver the same event three more times.
+        wait_until(lambda: engine.ledger.get_run(run_id), 30, "serve's inbox did not take the upload")
+        results = [handle_object(engine, sfn, bucket="npa-workflow-local", key=key, version_id=None, etag=etag,
+                                 settings=settings) for _ in range(3)]
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert [r.run_id for r in results] == [run_id] * 3
+    assert all(r.already_started and r.status == "already_started" for r in results)
+    machine = results[0].machine_arn
+    executions = [e for e in sfn.list_executions(stateMachineArn=machine)["executions"]
+                  if e["name"].startswith(run_id)]
+    assert len(executions) == 1
+    done = stack.cli("submit", "--help")  # the CLI still answers while runs go on
+    assert done.returncode == 0
+    final = wait_until(lambda: (r := engine.ledger.get_run(run_id)) and r.status.value != "RUNNING" and r, 60,
+                       "the run did not end")
+    assert final.status.value == "SUCCEEDED"
+
+
+def test_cancel_stops_the_execution_and_kills_the_hanging_job(stack: Stack, tmp_path: Path) -> None:
+    hang = spec_file(tmp_path, "hang-serve", """\
+        config: {bucket: npa-workflow-examples, prefix: "hang/{{run.id}}"}
+        initial: work
+        states:
+          work:
+            toolRef: examples.util.step
+            terminal: true
+            params: {step_sleep: "600", step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/work.json"}
+        """)
+    run_id = stack.json("submit", str(hang))["run_id"]
+
+    def running_job() -> str | None:
+        waves = stack.json("status", run_id)["waves"]
+        return waves[0]["job_id"] if waves and waves[0]["status"] == "RUNNING" and waves[0]["job_id"] else None
+
+    job_id = wait_until(running_job, 60, "the hanging job did not start", interval=0.5)
+    started = time.monotonic()
+    cancelled = stack.json("cancel", run_id)
+    assert cancelled["status"] == "ABORTED" and cancelled["cancelled_jobs"] == [job_id]
+    assert time.monotonic() - started < 30
+    assert job_gone(stack.home, job_id), "the job's process outlived the cancel"
+    report = stack.json("status", run_id)
+    assert report["status"] == "ABORTED" and report["waves"][0]["status"] == "CANCELLED"
+    sfn = aws_client("stepfunctions", stack.endpoint)
+    # moto 5.2.5 follows the stopped execution's Catch and may then describe it FAILED (local.serve.record_stops);
+    # the stack records ABORTED, as AWS reports it.
+    assert sfn.describe_execution(executionArn=report["execution_arn"])["status"] in ("ABORTED", "FAILED")
+
+
+def test_list_shows_the_runs(stack: Stack) -> None:
+    run_id = stack.json("submit", "fanout", "--var", "shard_sleep=0")["run_id"]  # a deployed spec, by name
+    runs = stack.json("list")["runs"]
+    assert all(set(r) == {"run_id", "workflow", "status", "started_at"} for r in runs)
+    assert {"run_id": run_id, "workflow": "fanout"}.items() <= next(r for r in runs if r["run_id"] == run_id).items()
+    assert len(runs) >= 2
+    table = stack.cli("list")
+    assert table.returncode == 0 and run_id in table.stdout
+    wait_until(lambda: stack.json("status", run_id)["status"] == "SUCCEEDED", 60, "the run did not succeed",
+               interval=0.5)
+
+
+def test_resume_of_a_failed_run_replays_its_succeeded_wave(stack: Stack, tmp_path: Path) -> None:
+    spec = spec_file(tmp_path, "resume-serve", """\
+        config: {bucket: npa-workflow-examples, prefix: "resume/{{run.id}}", fail_msg: "boom"}
+        initial: first
+        states:
+          first:
+            toolRef: examples.util.step
+            params: {step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/first.json"}
+            next: second
+          second:
+            toolRef: examples.util.step
+            terminal: true
+            params: {step_fail: "{{config.fail_msg}}",
+                     step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/second.json"}
+        """)
+    done = stack.cli("submit", str(spec), "--wait", "--json")
+    assert done.returncode == 1, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    first = stack.json("status", run_id)
+    assert first["status"] == "FAILED" and "boom" in first["error"]["message"]
+    resumed = stack.json("resume", run_id)
+    assert not resumed["redriven"] and resumed["execution_name"] == f"{run_id}-r2"
+    wait_until(lambda: stack.json("status", run_id)["status"] != "RUNNING", 60, "the resumed run did not end",
+               interval=0.5)
+    report = stack.json("status", run_id)
+    assert report["execution_arn"].endswith(f"{run_id}-r2")
+    firsts = [w for w in report["waves"] if w["state"] == "first"]
+    assert len(firsts) == 1 and firsts[0]["status"] == "SUCCEEDED", firsts  # not run again
+    assert len([w for w in report["waves"] if w["state"] == "second"]) >= 2  # the failed wave ran again
