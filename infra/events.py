@@ -2,7 +2,8 @@
 
 - S3 "Object Created" under `inbox/` → inbox (a spec was dropped: validate it and start its run);
 - S3 "Object Created" anywhere in the bucket → trigger (completes waiting trigger watches at once);
-- "Step Functions Execution Status Change" FAILED / ABORTED / TIMED_OUT of this stack's machines → reap;
+- "Step Functions Execution Status Change" FAILED / ABORTED / TIMED_OUT of this stack's machines → reap
+  (cancels the run's jobs), and SUCCEEDED → reap (records the run's end in the ledger);
 - a schedule → watch, every `watchIntervalMinutes` minutes.
 
 The watch interval trades cost for latency. A wave's job ends on SkyPilot's side; its task token is completed
@@ -25,7 +26,7 @@ from constructs import Construct
 
 from infra.storage import INBOX_PREFIX
 
-FAILED_STATUSES = ["FAILED", "ABORTED", "TIMED_OUT"]
+ENDED_STATUSES = ["FAILED", "ABORTED", "TIMED_OUT", "SUCCEEDED"]
 # EventBridge retries a failed delivery for this long before the event goes to the dead-letter queue.
 TARGET_MAX_EVENT_AGE = Duration.hours(2)
 TARGET_RETRY_ATTEMPTS = 8
@@ -93,7 +94,7 @@ class EngineEvents(Construct):
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],
-                detail={"status": FAILED_STATUSES, "stateMachineArn": machine_filter},
+                detail={"status": ENDED_STATUSES, "stateMachineArn": machine_filter},
             ),
             targets=[target("reap")],
         )

@@ -1,6 +1,8 @@
-"""reap: an execution ended FAILED, TIMED_OUT or ABORTED (EventBridge "Step Functions Execution Status
-Change"): cancel every job of its run by exact id. The run id is the execution's input `run.run_id`
-(the execution name for the first execution of a run; a resumed run's executions are `<run-id>-r<n>`)."""
+"""reap: an execution ended (EventBridge "Step Functions Execution Status Change").
+
+FAILED, TIMED_OUT or ABORTED: cancel every job of its run by exact id; SUCCEEDED: record the run's end
+in the ledger. The run id is the execution's input `run.run_id` (the execution name for the first
+execution of a run; a resumed run's executions are `<run-id>-r<n>`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict
 
-from npa_workflow.engine.cleanup import reap
+from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.ledger import RunStatus
 
@@ -51,6 +53,10 @@ def run_id_of(detail: ExecutionStatusChange) -> str:
 @logger.inject_lambda_context(correlation_id_path="id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     change = parse(event=event, model=ExecutionStatusChangeEvent).detail
+    if change.status == "SUCCEEDED":
+        run_id = run_id_of(change)
+        record_success(engine_from_environment(), run_id)
+        return {"execution": change.executionArn, "run_id": run_id, "status": change.status, "cancelled": []}
     if change.status not in ENDED:
         return {"execution": change.executionArn, "status": change.status, "cancelled": []}
     run_id = run_id_of(change)

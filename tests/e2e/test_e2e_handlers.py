@@ -89,6 +89,13 @@ def test_reap_cancels_the_jobs_of_an_execution_that_ended(engine: object, tmp_pa
 
     succeeded = {**event, "detail": {**event["detail"], "status": "SUCCEEDED"}}
     assert handler(succeeded, context("npa-workflow-reap"))["cancelled"] == []
+    assert engine.ledger.get_run(run_id).status == RunStatus.ABORTED  # an ended run is not rewritten
+
+    engine.ledger.put_run(RunRecord(run_id="ok-run", workflow="wf"))
+    done = {**event, "detail": {**event["detail"], "name": "ok-run", "status": "SUCCEEDED",
+                                "input": json.dumps({"run": {"run_id": "ok-run", "bucket": BUCKET}})}}
+    assert handler(done, context("npa-workflow-reap"))["run_id"] == "ok-run"
+    assert engine.ledger.get_run("ok-run").status == RunStatus.SUCCEEDED  # the cloud records success too
 
 
 @pytest.mark.timeout(60)

@@ -61,7 +61,7 @@ def test_reap_rule_takes_failed_aborted_timed_out_executions_of_this_stacks_mach
     pattern = props["EventPattern"]
     assert pattern["source"] == ["aws.states"]
     assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
-    assert pattern["detail"]["status"] == ["FAILED", "ABORTED", "TIMED_OUT"]
+    assert pattern["detail"]["status"] == ["FAILED", "ABORTED", "TIMED_OUT", "SUCCEEDED"]
     arns = sorted(_arn_text(a) for a in pattern["detail"]["stateMachineArn"])
     expected = sorted(
         f"arn:<Partition>:states:<Region>:<AccountId>:stateMachine:NpaWorkflow-{name}"

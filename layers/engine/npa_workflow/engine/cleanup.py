@@ -107,3 +107,10 @@ def reap(engine: Engine, run_id: str, reason: str, status: RunStatus = RunStatus
     if run is not None and run.status == RunStatus.RUNNING:
         engine.ledger.update_run_status(run_id, status, RunError(state=None, message=reason))
     return cancelled
+
+
+def record_success(engine: Engine, run_id: str) -> None:
+    """The execution succeeded: the run's ledger item says so (status, list and report read it)."""
+    run = engine.ledger.get_run(run_id)
+    if run is not None and run.status == RunStatus.RUNNING:
+        engine.ledger.update_run_status(run_id, RunStatus.SUCCEEDED)
