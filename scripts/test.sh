@@ -7,4 +7,6 @@ bash scripts/install-system-deps.sh
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
 npm_config_update_notifier=false npm ci --no-audit --no-fund --loglevel=error
-exec .venv/bin/python -m pytest "$@"
+# Two workers: most tests wait on subprocesses and servers. Tests sharing one heavy fixture (the
+# SkyPilot API server, the CDK CLI synths) carry an xdist_group mark and stay on one worker.
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

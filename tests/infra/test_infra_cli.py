@@ -29,7 +29,10 @@ CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 EM_AARCH64 = 183
 TIMEOUT = 600
 
-pytestmark = pytest.mark.skipif(not CDK.exists(), reason="the pinned CDK CLI is not installed: run npm ci")
+pytestmark = [
+    pytest.mark.skipif(not CDK.exists(), reason="the pinned CDK CLI is not installed: run npm ci"),
+    pytest.mark.xdist_group("cdk-cli"),  # the module's real synths are shared: keep them on one worker
+]
 
 
 class ConnectionCounter:

@@ -17,7 +17,8 @@ import pytest
 
 from npa_workflow.adapters.skypilot_api import SkyPilotApi
 
-pytestmark = pytest.mark.skypilot
+# One real server per test session: keep its tests on one xdist worker.
+pytestmark = [pytest.mark.skypilot, pytest.mark.xdist_group("skypilot-server")]
 
 SPEC = """\
 apiVersion: npa.workflow/v0.0.1

@@ -25,7 +25,8 @@ from npa_workflow.adapters.skypilot_api import (
     classify_job,
 )
 
-pytestmark = pytest.mark.skypilot
+# One real server per test session: keep its tests on one xdist worker.
+pytestmark = [pytest.mark.skypilot, pytest.mark.xdist_group("skypilot-server")]
 
 LAUNCH_TIMEOUT = 150.0  # the first launch on a fresh server takes 30-60 s on a small machine
 JOB_TIMEOUT = 120.0
