@@ -85,6 +85,9 @@ def test_submit_wait_runs_a_deployed_spec_and_status_shows_its_waves(stack: Stac
     assert all(w["job_id"] for w in report["waves"])
     table = stack.cli("status", done["run_id"])
     assert table.returncode == 0 and "shard-2" in table.stdout and "SUCCEEDED" in table.stdout
+    picture = stack.cli("graph", str(SPECS / "fanout.yaml"), "--run", done["run_id"], "--format", "dot")
+    assert picture.returncode == 0, picture.stderr
+    assert "SUCCEEDED" in picture.stdout and "#" in picture.stdout  # states coloured by the run's status
 
 
 def test_a_broken_spec_is_rejected_with_path_precise_errors_and_starts_nothing(stack: Stack, tmp_path: Path) -> None:

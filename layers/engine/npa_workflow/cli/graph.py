@@ -13,6 +13,7 @@ import typer
 
 from npa_workflow.cli.common import CatalogOpt, VarOpt, load_or_exit
 from npa_workflow.cli.output import print_problems, stdout
+from npa_workflow.cli.stack import BucketOpt, EndpointOpt, RegionOpt, StackOpt
 from npa_workflow.compile.asl import compile_spec
 from npa_workflow.errors import SpecError
 from npa_workflow.graph import GraphvizError, build_graph, render_dot, render_mermaid, render_png, statuses_from_report
@@ -49,6 +50,17 @@ def read_run_report(path: Path) -> dict[str, Any]:
     return report
 
 
+def _stack_report(run_id: str, endpoint: str | None, stack: str | None, bucket: str | None,
+                  region: str | None) -> dict[str, Any]:
+    from npa_workflow.cli.stack import stack_client
+    from npa_workflow.stack_client import StackError
+
+    try:
+        return stack_client(endpoint, stack, bucket, region).report(run_id)
+    except StackError as exc:
+        raise _fail(f"--run {run_id}: {exc}") from None
+
+
 def graph_command(
     spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
     catalog: CatalogOpt = None,
@@ -60,11 +72,15 @@ def graph_command(
         Path | None, typer.Option("--out", help="Write to this file (png: required unless stdout is redirected)")
     ] = None,
     run: Annotated[
-        Path | None,
-        typer.Option("--run", help="Colour states by their status in a run: for now, the path of a JSON file "
-                     "holding the report of `npa-workflow run --json` (green succeeded, red failed, blue running, "
-                     "grey cancelled, white not reached)"),
+        str | None,
+        typer.Option("--run", help="Colour states by their status in a run (green succeeded, red failed, blue "
+                     "running, grey cancelled, white not reached): a run id of the stack named by --endpoint or "
+                     "--stack, or a JSON file holding a run report (`npa-workflow run --json`)"),
     ] = None,
+    endpoint: EndpointOpt = None,
+    stack: StackOpt = None,
+    bucket: BucketOpt = None,
+    region: RegionOpt = None,
 ) -> None:
     """Draw the spec: states, groups with their bound, loops with their back edge, branches with their `when`."""
     loaded = load_or_exit(spec, catalog, var)
@@ -74,7 +90,8 @@ def graph_command(
         print_problems(exc.problems)
         raise typer.Exit(1) from None
     if run is not None:
-        report = read_run_report(run)
+        from_stack = not Path(run).is_file() and bool(endpoint or stack or bucket)
+        report = _stack_report(run, endpoint, stack, bucket, region) if from_stack else read_run_report(Path(run))
         graph = graph.with_statuses(statuses_from_report(graph, report), str(report.get("status") or ""))
     if fmt is GraphFormat.mermaid:
         text = render_mermaid(graph)

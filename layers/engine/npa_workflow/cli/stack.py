@@ -33,7 +33,7 @@ def _err(line: str) -> None:
     sys.stderr.flush()
 
 
-def _client(endpoint: str | None, stack: str | None, bucket: str | None, region: str | None) -> Any:
+def stack_client(endpoint: str | None, stack: str | None, bucket: str | None, region: str | None) -> Any:
     from npa_workflow.stack_client import StackClient, StackError
 
     try:
@@ -118,7 +118,7 @@ def submit_command(
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
-    client = _client(endpoint, stack, bucket, region)
+    client = stack_client(endpoint, stack, bucket, region)
     try:
         submitted = client.submit(document, timeout=timeout)
     except StackError as exc:
@@ -164,7 +164,7 @@ def status_command(
     from npa_workflow.cli.run import print_summary
     from npa_workflow.stack_client import StackError
 
-    client = _client(endpoint, stack, bucket, region)
+    client = stack_client(endpoint, stack, bucket, region)
     try:
         report = client.report(run)
     except StackError as exc:
@@ -185,7 +185,7 @@ def cancel_command(
     """Stop a run's execution and wait until every job of the run is cancelled."""
     from npa_workflow.stack_client import StackError
 
-    client = _client(endpoint, stack, bucket, region)
+    client = stack_client(endpoint, stack, bucket, region)
     try:
         result = client.cancel(run, timeout=timeout)
     except StackError as exc:
@@ -205,7 +205,7 @@ def resume_command(
     """Resume a failed or aborted run: redrive its execution, else a new execution that replays succeeded waves."""
     from npa_workflow.stack_client import StackError
 
-    client = _client(endpoint, stack, bucket, region)
+    client = stack_client(endpoint, stack, bucket, region)
     try:
         result = client.resume(run)
     except StackError as exc:
@@ -226,7 +226,7 @@ def list_command(
     """Recent runs with their status."""
     from npa_workflow.stack_client import StackError
 
-    client = _client(endpoint, stack, bucket, region)
+    client = stack_client(endpoint, stack, bucket, region)
     try:
         runs = client.list_runs(limit)
     except StackError as exc:
