@@ -238,3 +238,28 @@ def test_resume_of_a_failed_run_replays_its_succeeded_wave(stack: Stack, tmp_pat
     firsts = [w for w in report["waves"] if w["state"] == "first"]
     assert len(firsts) == 1 and firsts[0]["status"] == "SUCCEEDED", firsts  # not run again
     assert len([w for w in report["waves"] if w["state"] == "second"]) >= 2  # the failed wave ran again
+
+
+def test_fifty_uploads_at_once_start_fifty_runs_none_lost_none_doubled(stack: Stack) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = (b"apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: burst}\n"
+            b"states:\n  only: {terminal: true}\n")  # no job: the run ends as soon as it starts
+    s3 = aws_client("s3", stack.endpoint)
+    keys = [f"inbox/burst-{i:02d}.yaml" for i in range(50)]
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        etags = list(pool.map(lambda k: s3.put_object(Bucket="npa-workflow-local", Key=k, Body=body)["ETag"], keys))
+    pairs = zip(keys, etags, strict=True)
+    expected = {run_id_for_object("npa-workflow-local", k, e.strip('"'), "burst") for k, e in pairs}
+    assert len(expected) == 50
+
+    def burst_runs() -> list[dict[str, Any]] | None:
+        runs = [r for r in stack.json("list")["runs"] if r["workflow"] == "burst"]
+        return runs if len(runs) >= 50 and all(r["status"] == "SUCCEEDED" for r in runs) else None
+
+    runs = wait_until(burst_runs, 90, "50 uploads did not become 50 succeeded runs")
+    assert {r["run_id"] for r in runs} == expected  # none lost, none doubled
+    sfn = aws_client("stepfunctions", stack.endpoint)
+    executions = [e["name"] for m in sfn.list_state_machines()["stateMachines"]
+                  for e in sfn.list_executions(stateMachineArn=m["stateMachineArn"])["executions"]]
+    assert sorted(n for n in executions if n.startswith("burst-")) == sorted(expected)
