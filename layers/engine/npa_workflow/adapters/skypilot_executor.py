@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from npa_workflow.adapters.secrets import SecretMissing, SecretSource
 from npa_workflow.adapters.skypilot_api import (
@@ -25,12 +24,11 @@ from npa_workflow.adapters.skypilot_api import (
 )
 from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
 from npa_workflow.render.skypilot import with_secret_values
+from npa_workflow.timestamps import from_epoch
 
 
 def _iso(epoch: float | None) -> str | None:
-    if not epoch:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return from_epoch(epoch) if epoch else None
 
 
 def _category(error: BaseException) -> str:

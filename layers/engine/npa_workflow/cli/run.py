@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,26 +17,18 @@ from npa_workflow.cli.common import AssumeOpt, CatalogOpt, JsonOpt, MaxConcurren
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.errors import SpecError
 from npa_workflow.ledger import WaveAttempt, WaveStatus
+from npa_workflow.timestamps import to_epoch
 
 EXIT_INTERRUPTED = 130
 _STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
           "TIMED_OUT": "red"}
 
 
-def _parse_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _duration(start: str | None, end: str | None) -> str:
-    begin = _parse_time(start)
+    begin = to_epoch(start)
     if begin is None:
         return ""
-    finish = _parse_time(end) or time.time()
+    finish = to_epoch(end) or time.time()
     return f"{max(finish - begin, 0.0):.1f}s"
 
 

@@ -45,7 +45,6 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -64,6 +63,7 @@ from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
 from npa_workflow.spec.loader import load_yaml_text
 from npa_workflow.spec.paths import join, pydantic_problems
 from npa_workflow.spec.validate import LoadedSpec, validate_document
+from npa_workflow.timestamps import utc_now
 
 INBOX_PREFIX = "inbox/"
 REJECTED_PREFIX = "inbox-rejected/"
@@ -443,6 +443,6 @@ def _reject(engine: Engine, bucket: str, key: str, problems: list[Problem]) -> I
     errors = [p.to_json() for p in problems if p.severity == "error"] or [p.to_json() for p in problems]
     rejected = rejected_key_for(key)
     doc = {"key": key, "errors": errors,
-           "rejected_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+           "rejected_at": utc_now()}
     engine.store.put(f"s3://{bucket}/{rejected}", json.dumps(doc, indent=2).encode("utf-8"))
     return InboxResult("rejected", key, rejected_key=rejected, errors=errors)

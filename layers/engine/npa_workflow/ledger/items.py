@@ -24,13 +24,14 @@ from every model `repr` and must not be logged.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from pydantic import BaseModel, ConfigDict, Field
+
+from npa_workflow.timestamps import utc_now
 
 ACTIVE = "ACTIVE"
 TRIGGER = "TRIGGER"
@@ -76,11 +77,6 @@ class ErrorCategory(StrEnum):
 
 
 DecisionSource = Literal["artifact", "assume_decision_fallback"]
-
-
-def utc_now() -> str:
-    """Now as ISO-8601 UTC seconds with `Z`."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def key_part(value: str) -> str:

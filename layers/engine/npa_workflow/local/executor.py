@@ -38,9 +38,10 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from npa_workflow.timestamps import to_epoch, utc_now
 
 __all__ = [
     "CANCELLED",
@@ -84,19 +85,6 @@ class JobInfo:
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _parse_ts(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _boot_id() -> str | None:
@@ -220,7 +208,7 @@ class LocalExecutor:
             "pgid": None,
             "proc_start": None,
             "boot_id": self._boot_id,
-            "submitted_at": _now(),
+            "submitted_at": utc_now(),
             "started_at": None,
             "ended_at": None,
             "cancel_requested_at": None,
@@ -258,7 +246,7 @@ class LocalExecutor:
                     status=FAILED,
                     exit_code=None,
                     error=f"could not start job: {exc}",
-                    ended_at=_now(),
+                    ended_at=utc_now(),
                 )
                 _write_json_atomic(record_path, record)
                 return job_id
@@ -268,7 +256,7 @@ class LocalExecutor:
                 pid=proc.pid,
                 pgid=proc.pid,  # start_new_session: the wrapper leads its own group
                 proc_start=stat[2] if stat else None,
-                started_at=_now(),
+                started_at=utc_now(),
             )
             _write_json_atomic(record_path, record)
         with self._procs_lock:
@@ -351,7 +339,7 @@ class LocalExecutor:
                     # Finished on its own before the cancel: keep its real outcome.
                     _write_json_atomic(self._record_path(job_id), observed)
                     continue
-                record["cancel_requested_at"] = record.get("cancel_requested_at") or _now()
+                record["cancel_requested_at"] = record.get("cancel_requested_at") or utc_now()
                 _write_json_atomic(self._record_path(job_id), record)
             cancelled.append(job_id)
             pgid = self._owned_pgid(record)
@@ -486,13 +474,13 @@ class LocalExecutor:
         exit_info = self._read_exit(job_id)
         if exit_info is None:
             if record.get("status") == PENDING and not record.get("pid"):
-                submitted = _parse_ts(record.get("submitted_at")) or 0.0
+                submitted = to_epoch(record.get("submitted_at")) or 0.0
                 if time.time() - submitted > _PENDING_LOST_AFTER_S:
                     return {
                         **record,
                         "status": FAILED,
                         "error": "process lost: the job was never started (launcher died)",
-                        "ended_at": _now(),
+                        "ended_at": utc_now(),
                     }
                 return record
             if self._leader_alive(record):
@@ -510,7 +498,7 @@ class LocalExecutor:
                         **record,
                         "status": CANCELLED,
                         "error": "cancelled",
-                        "ended_at": record.get("ended_at") or _now(),
+                        "ended_at": record.get("ended_at") or utc_now(),
                     }
                 return {
                     **record,
@@ -519,7 +507,7 @@ class LocalExecutor:
                         f"process lost: job process {record.get('pid')} is gone and recorded no exit "
                         "code (killed, or the machine restarted)"
                     ),
-                    "ended_at": _now(),
+                    "ended_at": utc_now(),
                 }
         exit_code = exit_info.get("exit_code")
         if record.get("cancel_requested_at"):
@@ -534,7 +522,7 @@ class LocalExecutor:
             "status": status,
             "exit_code": exit_code,
             "error": error,
-            "ended_at": exit_info.get("ended_at") or _now(),
+            "ended_at": exit_info.get("ended_at") or utc_now(),
         }
 
     def _finalize_cancel(self, job_id: str) -> None:
@@ -547,7 +535,7 @@ class LocalExecutor:
                 status=CANCELLED,
                 exit_code=exit_info.get("exit_code"),
                 error="cancelled",
-                ended_at=exit_info.get("ended_at") or _now(),
+                ended_at=exit_info.get("ended_at") or utc_now(),
             )
             _write_json_atomic(self._record_path(job_id), record)
 

@@ -57,6 +57,7 @@ from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
+from npa_workflow.timestamps import utc_now
 
 LOG = logging.getLogger(__name__)
 
@@ -150,10 +151,6 @@ def local_heartbeat_seconds(max_wait_seconds: int, default: int = 300) -> int:
     if max_wait_seconds <= 0:
         return default
     return min(default, max_wait_seconds - 1)  # 0 (no heartbeat) for a 1-second deadline
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _reset_quietly(server: Any) -> None:
@@ -459,7 +456,7 @@ class LocalRuntime:
                 self._reap(engine, "its local runtime ended before the job did; relaunched by --resume", "ABORTED")
             sfn = deployed.clients["stepfunctions"]
             self.execution_arn = self._start(loaded, engine, sfn, deployed, spec_text, catalog_text, variables)
-            executions.append({"name": self.execution_name, "arn": self.execution_arn, "started_at": _utc_now()})
+            executions.append({"name": self.execution_name, "arn": self.execution_arn, "started_at": utc_now()})
             self._write_meta(run_dir, loaded, variables, executions)
             self.progress.started(self.run_id, self.execution_name, self.endpoint_url)
             status = self._wait(engine, sfn)
@@ -486,7 +483,7 @@ class LocalRuntime:
                     self._reap(engine, reason, status)
                 # else: the cleanup left a timed-out wave's job running on purpose (--no-cancel-on-timeout)
             if executions and self.execution_arn:
-                executions[-1].update(status=status, ended_at=_utc_now())
+                executions[-1].update(status=status, ended_at=utc_now())
             items = self._ledger_items(engine.ledger)
             self._dump_ledger(run_dir, items)
             self._write_meta(run_dir, loaded, variables, executions)
