@@ -16,6 +16,7 @@ from npa_workflow.engine.ports import JobRequest, SubmitError
 from npa_workflow.engine.runs import FrozenRun
 from npa_workflow.engine.visits import Visit, step_of, visit_of
 from npa_workflow.ledger import AttemptExists, ErrorCategory, LedgerConflict, WaveAttempt, WaveStatus
+from npa_workflow.plan.model import PlanStep
 from npa_workflow.render import job_name
 from npa_workflow.render.skypilot import render_batch
 
@@ -48,7 +49,7 @@ def launch(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
         )
     except AttemptExists as exc:
         return _adopt(engine, run, visit, exc.existing, token)
-    return _submit(engine, run, visit, record, token)
+    return _submit(engine, run, visit, record, token, step)
 
 
 def _job_name(visit: Visit, attempt: int) -> str:
@@ -64,8 +65,10 @@ def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _submit(engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, token: str) -> dict[str, Any]:
-    step = step_of(run, visit)
+def _submit(
+    engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, token: str, step: PlanStep | None = None
+) -> dict[str, Any]:
+    step = step or step_of(run, visit)
     name = record.job_name or _job_name(visit, record.attempt)
     secret_names = _secret_names(run, visit)
     env = {
