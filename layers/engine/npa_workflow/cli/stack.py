@@ -45,6 +45,18 @@ def stack_client(endpoint: str | None, stack: str | None, bucket: str | None, re
         raise typer.Exit(1) from None
 
 
+def _on_stack(command: str, call: Any, endpoint: str | None, stack: str | None, bucket: str | None,
+              region: str | None) -> Any:
+    """Run `call(client)` against the stack; a StackError becomes one `npa-workflow CMD: error:` line, exit 1."""
+    from npa_workflow.stack_client import StackError
+
+    client = stack_client(endpoint, stack, bucket, region)
+    try:
+        return call(client)
+    except StackError as exc:
+        raise _fail(command, exc) from None
+
+
 def _fail(command: str, exc: Exception) -> typer.Exit:
     _err(f"npa-workflow {command}: error: {exc}")
     return typer.Exit(1)
@@ -162,13 +174,8 @@ def status_command(
 ) -> None:
     """A run's states (attempts, jobs, durations, status), decisions, watermarks and error."""
     from npa_workflow.cli.run import print_summary
-    from npa_workflow.stack_client import StackError
 
-    client = stack_client(endpoint, stack, bucket, region)
-    try:
-        report = client.report(run)
-    except StackError as exc:
-        raise _fail("status", exc) from None
+    report = _on_stack("status", lambda client: client.report(run), endpoint, stack, bucket, region)
     if as_json:
         print_json(report)
     else:
@@ -183,13 +190,7 @@ def cancel_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Stop a run's execution and wait until every job of the run is cancelled."""
-    from npa_workflow.stack_client import StackError
-
-    client = stack_client(endpoint, stack, bucket, region)
-    try:
-        result = client.cancel(run, timeout=timeout)
-    except StackError as exc:
-        raise _fail("cancel", exc) from None
+    result = _on_stack("cancel", lambda client: client.cancel(run, timeout=timeout), endpoint, stack, bucket, region)
     if as_json:
         print_json(result)
     else:
@@ -203,13 +204,7 @@ def resume_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Resume a failed or aborted run: redrive its execution, else a new execution that replays succeeded waves."""
-    from npa_workflow.stack_client import StackError
-
-    client = stack_client(endpoint, stack, bucket, region)
-    try:
-        result = client.resume(run)
-    except StackError as exc:
-        raise _fail("resume", exc) from None
+    result = _on_stack("resume", lambda client: client.resume(run), endpoint, stack, bucket, region)
     if as_json:
         print_json(result)
     else:
@@ -224,13 +219,7 @@ def list_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Recent runs with their status."""
-    from npa_workflow.stack_client import StackError
-
-    client = stack_client(endpoint, stack, bucket, region)
-    try:
-        runs = client.list_runs(limit)
-    except StackError as exc:
-        raise _fail("list", exc) from None
+    runs = _on_stack("list", lambda client: client.list_runs(limit), endpoint, stack, bucket, region)
     rows = [{"run_id": r.run_id, "workflow": r.workflow, "status": r.status.value, "started_at": r.started_at}
             for r in runs]
     if as_json:
