@@ -16,7 +16,7 @@ Key components (run id, wave key, state, loops key) are written into keys percen
 `#` → `%23`) so that a `#` inside a spec state name cannot break the key structure; the raw values are
 always stored as plain attributes too, and `from_item()` reads only those.
 
-All times are ISO-8601 UTC strings with seconds and `Z` (`2025-01-31T12:00:00Z`). `None` fields are not
+All times are ISO-8601 UTC strings to the millisecond with `Z` (`2025-01-31T12:00:00.000Z`). `None` fields are not
 written at all (that is what keeps the indexes sparse). Floats are stored as DynamoDB numbers and come back
 as int or float. A task token is not a secret, but it is long and operationally sensitive: it is excluded
 from every model `repr` and must not be logged.
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
+from functools import cache
 from typing import Any, ClassVar, Literal, Self
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from pydantic import BaseModel, ConfigDict, Field
 
 from npa_workflow.timestamps import utc_now
@@ -40,8 +40,14 @@ RAW_BODY_MAX = 2000
 SAMPLE_MAX = 5
 ATTEMPT_MAX = 999
 
-_SER = TypeSerializer()
-_DES = TypeDeserializer()
+
+@cache
+def _codecs() -> tuple[Any, Any]:
+    """boto3's attribute-value (de)serializers, imported on first use: importing boto3 costs a handler's cold
+    start ~200 ms, which belongs to the first ledger call (the clients are built then too), not to the import."""
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+    return TypeSerializer(), TypeDeserializer()
 
 
 class RunStatus(StrEnum):
@@ -140,12 +146,14 @@ def _from_dynamo(value: Any) -> Any:
 
 def serialize(plain: dict[str, Any]) -> dict[str, Any]:
     """Plain dict → typed attribute map; `None` values are dropped (never written)."""
-    return {k: _SER.serialize(_to_dynamo(v)) for k, v in plain.items() if v is not None}
+    ser, _ = _codecs()
+    return {k: ser.serialize(_to_dynamo(v)) for k, v in plain.items() if v is not None}
 
 
 def deserialize(item: dict[str, Any]) -> dict[str, Any]:
     """Typed attribute map → plain dict (Decimals back to int/float)."""
-    return {k: _from_dynamo(_DES.deserialize(v)) for k, v in item.items()}
+    _, des = _codecs()
+    return {k: _from_dynamo(des.deserialize(v)) for k, v in item.items()}
 
 
 class _Item(BaseModel):
