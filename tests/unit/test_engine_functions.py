@@ -19,12 +19,14 @@ from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.engine.cleanup import cleanup, reap
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.decide import decide
-from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing
+from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing, RunNotFound
 from npa_workflow.engine.launch import launch
 from npa_workflow.engine.ports import SubmitError
 from npa_workflow.engine.runs import RunOptions, RunStore
-from npa_workflow.engine.trigger import on_object_created, trigger
+from npa_workflow.engine.trigger import trigger
 from npa_workflow.engine.watch import watch_pass
+from npa_workflow.engine.watermarks import on_object_created
+from npa_workflow.errors import SpecError
 from npa_workflow.ledger import DynamoLedger, RunRecord, WaveStatus
 from npa_workflow.local.job_executor import LocalJobExecutor
 
@@ -218,6 +220,33 @@ def test_cleanup_cancels_the_running_job_and_returns_the_root_cause(engine):
     info = engine.executor.local.statuses([started["job_id"]])[started["job_id"]]
     assert info.status == "CANCELLED"
     assert engine.ledger.get_run("r3").status == "FAILED"
+
+
+def test_cleanup_of_a_timeout_with_no_cancel_on_timeout_leaves_the_job_running(engine):
+    spec = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
+    engine.runs.freeze("r4", spec, "", {}, RunOptions(cancel_on_timeout=False))
+    engine.ledger.put_run(RunRecord(run_id="r4", workflow="t"))
+    started = launch(engine, {"run_id": "r4", "state": "work", "loops": {"l1": 1}, "token": "t4"})
+    try:
+        result = cleanup(engine, {"run_id": "r4", "state": "work", "loops": {"l1": 1},
+                                  "error": {"Error": "States.Timeout", "Cause": None}})
+        assert "timed out" in result["cause"] and "cancelled job(s): none" in result["cause"]
+        info = engine.executor.local.statuses([started["job_id"]])[started["job_id"]]
+        assert info.status == "RUNNING"
+        assert [a.status for a in engine.ledger.attempts("r4")] == [WaveStatus.FAILED]  # reap will skip it
+    finally:
+        engine.executor.cancel([started["job_id"]])
+
+
+def test_a_runs_options_are_read_without_its_spec(engine):
+    options = RunOptions(cancel_on_timeout=False, max_wait_seconds=60)
+    engine.runs.freeze("ro", "states: [this is not a spec", "", {}, options)
+    fresh = RunStore(engine.store, engine.runs.bucket)  # nothing cached
+    assert fresh.options("ro") == options
+    with pytest.raises(SpecError):
+        fresh.load("ro")
+    with pytest.raises(RunNotFound, match="'nope' has no frozen spec"):
+        fresh.options("nope")
 
 
 def test_named_secrets_reach_the_job_from_the_environment_and_nowhere_else(engine, tmp_path, monkeypatch):

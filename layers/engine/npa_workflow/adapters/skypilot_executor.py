@@ -23,7 +23,6 @@ from npa_workflow.adapters.skypilot_api import (
     classify_job,
 )
 from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
-from npa_workflow.render.skypilot import with_secret_values
 from npa_workflow.timestamps import from_epoch
 
 
@@ -46,8 +45,13 @@ class SkyPilotExecutor:
             existing = self.api.find_jobs_by_name(job.name)
             if existing:
                 return Submission(job_id=str(min(r.job_id for r in existing)))
-            values = self.secrets.resolve(job.secret_names)
-            document = with_secret_values(job.task_yaml, values) if job.secret_names else job.task_yaml
+            document = job.task_yaml
+            if job.secret_names:
+                # Here, not at the top: watch, cleanup and reap build this executor but never submit, and
+                # rendering brings in PyYAML (~15 ms of their cold start).
+                from npa_workflow.render.skypilot import with_secret_values
+
+                document = with_secret_values(job.task_yaml, self.secrets.resolve(job.secret_names))
             return Submission(request_id=self.api.launch(str(document), job.name))
         except SecretMissing as exc:
             raise SubmitError(str(exc), "configuration") from None

@@ -81,8 +81,7 @@ def cleanup(engine: Engine, event: dict[str, Any]) -> dict[str, str]:
     error_name = str(error.get("Error") or "States.Runtime")
     cause = _readable_cause(str(error.get("Cause") or ""))
     timed_out = error_name in ("States.Timeout", "States.HeartbeatTimeout")
-    run = engine.runs.load(run_id)
-    if timed_out and not run.options.cancel_on_timeout:
+    if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
         reason = f"state '{owner}' timed out; its job is left running (--no-cancel-on-timeout)"
         leave_running(engine, run_id, reason)
         cancelled: list[str] = []

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from npa_workflow.plan.model import PlanStep
+if TYPE_CHECKING:
+    from npa_workflow.plan.model import PlanStep
 
 Outcome = Literal[
     "pending", "running", "succeeded", "failed", "infrastructure_failed", "configuration_failed", "cancelled", "lost"

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npa_workflow.engine.errors import RunNotFound
 from npa_workflow.engine.ports import ObjectStore
-from npa_workflow.spec.catalog import EMPTY_CATALOG, load_catalog_text
-from npa_workflow.spec.config import RunContext, resolve_config
-from npa_workflow.spec.loader import load_yaml_text
-from npa_workflow.spec.validate import LoadedSpec, validate_document
+
+if TYPE_CHECKING:
+    from npa_workflow.spec.config import RunContext
+    from npa_workflow.spec.validate import LoadedSpec
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,34 @@ class RunStore:
         """Members of a Distributed Map group, read by its S3 ItemReader."""
         self.store.put(self.uri(run_id, f"groups/{group_key}.json"), json.dumps(members).encode("utf-8"))
 
+    def _run_doc(self, run_id: str) -> dict[str, Any]:
+        body = self.store.get(self.uri(run_id, "run.json"))
+        if body is None:
+            raise RunNotFound(f"run {run_id!r} has no frozen spec under {self.uri(run_id, '')}")
+        return json.loads(body)
+
+    def options(self, run_id: str) -> RunOptions:
+        """The run's options alone: no spec is read (cleanup needs only these)."""
+        with self._lock:
+            if run_id in self._cache:
+                return self._cache[run_id].options
+        return RunOptions.from_json(self._run_doc(run_id).get("options", {}))
+
     def load(self, run_id: str) -> FrozenRun:
+        # The spec stack (YAML, the spec's pydantic models, validation) is imported here, not at the top:
+        # only the functions that read a run's spec (launch, decide, trigger, inbox) pay for it.
+        from npa_workflow.spec.catalog import EMPTY_CATALOG, load_catalog_text
+        from npa_workflow.spec.config import resolve_config
+        from npa_workflow.spec.loader import load_yaml_text
+        from npa_workflow.spec.validate import validate_document
+
         with self._lock:
             if run_id in self._cache:
                 return self._cache[run_id]
-        doc_body = self.store.get(self.uri(run_id, "run.json"))
+        doc = self._run_doc(run_id)
         spec_body = self.store.get(self.uri(run_id, "spec.yaml"))
-        if doc_body is None or spec_body is None:
+        if spec_body is None:
             raise RunNotFound(f"run {run_id!r} has no frozen spec under {self.uri(run_id, '')}")
-        doc = json.loads(doc_body)
         catalog_body = self.store.get(self.uri(run_id, "tools.yaml")) or b""
         catalog = load_catalog_text(catalog_body.decode("utf-8"), "tools.yaml") if catalog_body.strip() \
             else EMPTY_CATALOG

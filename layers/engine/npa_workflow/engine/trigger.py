@@ -1,7 +1,8 @@
 """trigger: wait for objects under a prefix before a state's work, on a task token.
 
-Events first (S3 Object Created → `on_object_created`), polling second (the watch pass
-re-counts every waiting prefix). A satisfied watermark is never waited for again in the run.
+This is the `<state>.trigger` Task: resolve the state's prefix and minimum from the run's spec and
+register a watermark. Events first (S3 Object Created), polling second (the watch pass) then re-count
+it (`engine.watermarks`). A satisfied watermark is never waited for again in the run.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import StepNotResolvable
 from npa_workflow.engine.runs import FrozenRun
 from npa_workflow.engine.visits import Visit, visit_of
+from npa_workflow.engine.watermarks import recount
 from npa_workflow.ledger import Watermark
 from npa_workflow.spec.effective import effective_config
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded
@@ -31,19 +33,6 @@ def _watch_target(run: FrozenRun, visit: Visit) -> tuple[str, int]:
     return uri, minimum
 
 
-def _recount(engine: Engine, mark: Watermark) -> bool:
-    """Count again; when satisfied, record it (once) and complete the waiting token."""
-    listing = engine.store.count(mark.uri, mark.min_objects)
-    satisfied = listing.count >= mark.min_objects
-    updated = mark.model_copy(update={
-        "objects": listing.count, "sample": listing.sample[:5], "polls": mark.polls + 1, "satisfied": satisfied,
-    })
-    changed = engine.ledger.put_watermark(updated)
-    if satisfied and changed and mark.task_token:
-        engine.callbacks.succeed(mark.task_token, {"state": mark.state, "objects": listing.count})
-    return satisfied and changed
-
-
 def trigger(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
     run = engine.runs.load(event["run_id"])
     visit = visit_of(run, event["state"], event.get("loops"), event.get("group", ""))
@@ -55,16 +44,6 @@ def trigger(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
     uri, minimum = _watch_target(run, visit)
     mark = Watermark(run_id=visit.run_id, state=visit.state, loops_key=visit.loops_key, uri=uri,
                      min_objects=minimum, task_token=token, polls=existing.polls if existing else 0)
-    satisfied = _recount(engine, mark)
+    satisfied = recount(engine, mark)
     return {"state": visit.state, "uri": uri, "satisfied": satisfied}
 
-
-def recount_watches(engine: Engine) -> int:
-    """The watch pass's polling half: re-count every waiting prefix. Returns how many completed."""
-    return sum(1 for mark in engine.ledger.active_watches() if _recount(engine, mark))
-
-
-def on_object_created(engine: Engine, bucket: str, key: str) -> int:
-    """An S3 event: complete the watches whose prefix holds the new object."""
-    uri = f"s3://{bucket}/{key}"
-    return sum(1 for mark in engine.ledger.active_watches() if uri.startswith(mark.uri) and _recount(engine, mark))

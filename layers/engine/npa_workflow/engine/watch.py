@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from npa_workflow.engine import errors
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import Observation, TrackedJob
-from npa_workflow.engine.trigger import recount_watches
+from npa_workflow.engine.watermarks import recount_watches
 from npa_workflow.ledger import ErrorCategory, WaveAttempt, WaveStatus
 
 _FAILURES = {

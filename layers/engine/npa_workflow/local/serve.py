@@ -13,7 +13,7 @@ Then, every tick (`tick_seconds`, 0.25 s), the event sources of the cloud stack 
 
 - S3 object arrival: every bucket is listed and each key that is new or whose ETag changed since the last tick
   is an "Object Created" event — under `inbox/` of the engine bucket → `engine.inbox.handle_object` (the inbox
-  Lambda), and any object → `engine.trigger.on_object_created` (the trigger Lambda's S3 path). This polling is
+  Lambda), and any object → `engine.watermarks.on_object_created` (the trigger Lambda's S3 path). This polling is
   simple and honest: an object overwritten twice within one tick is seen once (its last version), like a
   coalesced event; a duplicate delivery cannot happen here, and the inbox would absorb it anyway;
 - the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick;
@@ -251,7 +251,7 @@ class Serve:
             self._stop.wait(max(0.0, self.options.tick_seconds - (time.monotonic() - started)))
 
     def _object_events(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings) -> None:
-        from npa_workflow.engine.trigger import on_object_created
+        from npa_workflow.engine.watermarks import on_object_created
 
         for bucket in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
