@@ -43,6 +43,9 @@ LAYER_BUNDLER_REVISION = "1"
 NOT_IN_LAYER = frozenset({"boto3", "botocore", "typer", "rich"})
 
 POWERTOOLS_METRICS_NAMESPACE = "npa-workflow"
+# No pydantic plugins are used: this skips pydantic's entry-point scan of every installed distribution,
+# which the first model build would otherwise pay at each cold start (bench/handler_import.py).
+PYDANTIC_PLUGINS_OFF = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,7 @@ class EngineFunctions(Construct):
                     **environment,
                     "POWERTOOLS_SERVICE_NAME": f"npa-workflow-{spec.name}",
                     "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
+                    **PYDANTIC_PLUGINS_OFF,
                 },
             )
             self.functions[spec.name] = fn

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +29,7 @@ class CleanupEvent(BaseModel):
 
 @logger.inject_lambda_context(correlation_id_path="run_id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
-    request = parse(event=event, model=CleanupEvent)
+    request = CleanupEvent.model_validate(event)
     result = cleanup(engine_from_environment(), request.model_dump())
     logger.warning("run failed; jobs cleaned up", extra={"state": request.state, **result})
     return result

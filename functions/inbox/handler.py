@@ -8,10 +8,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import S3EventNotificationEventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions.events import S3ObjectCreated
 from npa_workflow.engine.inbox import INBOX_PREFIX, InboxSettings, handle_object
 from npa_workflow.engine.wiring import engine_from_environment
 
@@ -23,7 +22,7 @@ METRIC_BY_STATUS = {"started": "RunsStarted", "already_started": "DuplicateDeliv
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path="id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    detail = parse(event=event, model=S3EventNotificationEventBridgeModel).detail
+    detail = S3ObjectCreated.model_validate(event).detail
     bucket, obj = detail.bucket.name, detail.object
     if not obj.key.startswith(INBOX_PREFIX):
         logger.info("ignored: not under the inbox prefix", extra={"bucket": bucket, "key": obj.key})

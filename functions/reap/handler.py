@@ -11,11 +11,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict
 
+from functions.events import ExecutionStatusChange, ExecutionStatusDetail
 from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.ledger import RunStatus
@@ -25,20 +23,7 @@ metrics = Metrics(namespace="npa-workflow", service="reap")
 ENDED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 
 
-class ExecutionStatusChange(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    executionArn: str  # noqa: N815 - the event's own field names
-    name: str
-    status: str
-    input: str | None = None
-
-
-class ExecutionStatusChangeEvent(EventBridgeModel):
-    detail: ExecutionStatusChange
-
-
-def run_id_of(detail: ExecutionStatusChange) -> str:
+def run_id_of(detail: ExecutionStatusDetail) -> str:
     try:
         doc = json.loads(detail.input or "")
         run_id = doc["run"]["run_id"]
@@ -52,7 +37,7 @@ def run_id_of(detail: ExecutionStatusChange) -> str:
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path="id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    change = parse(event=event, model=ExecutionStatusChangeEvent).detail
+    change = ExecutionStatusChange.model_validate(event).detail
     if change.status == "SUCCEEDED":
         run_id = run_id_of(change)
         record_success(engine_from_environment(), run_id)

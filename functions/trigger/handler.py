@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import S3EventNotificationEventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from npa_workflow.engine.trigger import on_object_created, trigger
+from functions.events import S3ObjectCreated
+from npa_workflow.engine.watermarks import on_object_created
 from npa_workflow.engine.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-trigger")
@@ -40,12 +39,15 @@ def _is_object_created(event: dict[str, Any]) -> bool:
 @logger.inject_lambda_context(correlation_id_path="id || run_id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if _is_object_created(event):
-        created = parse(event=event, model=S3EventNotificationEventBridgeModel)
+        created = S3ObjectCreated.model_validate(event)
         bucket, key = created.detail.bucket.name, created.detail.object.key
         completed = on_object_created(engine_from_environment(), bucket, key)
         logger.info("object created", extra={"bucket": bucket, "key": key, "completed": completed})
         return {"bucket": bucket, "key": key, "completed": completed}
-    request = parse(event=event, model=TriggerEvent)
+    request = TriggerEvent.model_validate(event)
+    # Only this path reads the run's spec; the S3 path above never loads the spec stack.
+    from npa_workflow.engine.trigger import trigger
+
     result = trigger(engine_from_environment(), request.model_dump())
     logger.info("trigger registered", extra=result)
     return result

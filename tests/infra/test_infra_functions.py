@@ -92,6 +92,7 @@ def test_environment_the_handlers_read(default_synth: Synth, ad_hoc_synth: Synth
         assert env["SKYPILOT_API_SERVER_ENDPOINT"] == ENDPOINT
         assert env["POWERTOOLS_SERVICE_NAME"] == f"npa-workflow-{name}"
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "npa-workflow"
+        assert env["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
         if name in ("launch", "watch", "cleanup", "reap"):
             assert env["SKYPILOT_TOKEN_SECRET_ARN"] == {"Ref": default_synth.logical_id(stack.secret)}
         else:
