@@ -7,9 +7,9 @@ A test-only admin policy (``server_plugins/npa_test_hold_policy.py``) holds a jo
 it in STARTING, so that a cancel does not race the job's own failure. The server is sized down
 (``SKYPILOT_POD_MEMORY_GB_LIMIT=4``: one jobs controller, one long worker) to start faster.
 
-Responses seen by the tests are recorded under ``recordings/`` (the protocol double of the
-unit tests serves those shapes). Existing recordings are kept; set ``NPA_SKYPILOT_RECORD=1``
-to refresh them.
+Responses seen by the tests can be recorded under ``recordings/`` (the protocol double of the
+unit tests serves those shapes): ``NPA_SKYPILOT_RECORD=new`` adds shapes not recorded yet,
+``NPA_SKYPILOT_RECORD=1`` rewrites them all. A plain test run writes nothing into the tree.
 """
 
 from __future__ import annotations
@@ -312,8 +312,10 @@ class RecordingSkyPilotApi(SkyPilotApi):
 def recorder(skypilot_server: SkyServer) -> Iterator[Recorder]:
     rec = Recorder(home_marker=str(skypilot_server.home))
     yield rec
-    overwrite = os.environ.get("NPA_SKYPILOT_RECORD") == "1"
-    written = rec.write(RECORDINGS, overwrite=overwrite)
+    mode = os.environ.get("NPA_SKYPILOT_RECORD", "")
+    if mode not in ("1", "new"):
+        return
+    written = rec.write(RECORDINGS, overwrite=mode == "1")
     if written:
         print(f"\nrecorded {len(written)} SkyPilot responses under {RECORDINGS}")
 
