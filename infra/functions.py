@@ -38,7 +38,7 @@ LAYER_PLATFORM = "manylinux2014_aarch64"
 LAYER_PYTHON_VERSION = "3.14"
 LAYER_BUILD_FAILED = "building the engine layer failed"
 # Bump when the bundler's behaviour changes: the bundler itself is not part of the asset hash.
-LAYER_BUNDLER_REVISION = "1"
+LAYER_BUNDLER_REVISION = "2"
 # Project dependencies that stay out of the layer: boto3 is in the Lambda runtime, typer/rich are CLI-only.
 NOT_IN_LAYER = frozenset({"boto3", "botocore", "typer", "rich"})
 
@@ -92,9 +92,12 @@ class EngineLayerBundler:
     pip honours the usual `PIP_*` variables, e.g. `PIP_NO_INDEX=1 PIP_FIND_LINKS=<wheelhouse>` for a build
     with no network at all."""
 
-    def __init__(self, requirements: list[str], package_dir: Path = LAYER_SOURCE / ENGINE_PACKAGE) -> None:
+    def __init__(
+        self, requirements: list[str], package_dir: Path = LAYER_SOURCE / ENGINE_PACKAGE, compiler: str | None = None
+    ) -> None:
         self.requirements = list(requirements)
         self.package_dir = package_dir
+        self.compiler = compiler
 
     def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
         """Called by CDK with the output directory and the bundling options (a struct jsii passes positionally)."""
@@ -126,7 +129,35 @@ class EngineLayerBundler:
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
             dirs_exist_ok=True,
         )
+        if self.compiler:
+            compile_bytecode(target, self.compiler)
+        else:
+            print(NO_BYTECODE_NOTE, file=sys.stderr)
         return True
+
+
+def layer_compiler(version: str = LAYER_PYTHON_VERSION) -> str | None:
+    """An interpreter of the layer's Python version on this host (bytecode is specific to a Python version)."""
+    return shutil.which(f"python{version}")
+
+
+NO_BYTECODE_NOTE = (
+    f"note: no python{LAYER_PYTHON_VERSION} on this host: the engine layer ships without bytecode, so each cold "
+    "start compiles it (about 0.3 s of a handler's import on a 2-core machine, bench/handler_import.py); "
+    f"put python{LAYER_PYTHON_VERSION} on PATH to ship it compiled"
+)
+
+
+def compile_bytecode(target: Path, python: str) -> None:
+    """Compile every module under `target` with `python`. Unchecked-hash pycs: Lambda's /opt is read-only, so
+    Python can never cache a compile there itself, and these are used whatever mtimes the zip gives sources."""
+    command = [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(target)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{LAYER_BUILD_FAILED}: {python} could not compile the layer (exit {result.returncode}):\n"
+            f"{(result.stdout + result.stderr).strip()}"
+        )
 
 
 def engine_layer_code(requirements: list[str] | None = None) -> lambda_.Code:
@@ -134,7 +165,9 @@ def engine_layer_code(requirements: list[str] | None = None) -> lambda_.Code:
     docker_command = (
         f"pip install --no-compile --target /asset-output/python {' '.join(repr(r) for r in requirements)}"
         f" && cp -r /asset-input/{ENGINE_PACKAGE} /asset-output/python/"
+        " && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /asset-output/python"
     )
+    compiler = layer_compiler()
     return lambda_.Code.from_asset(
         str(LAYER_SOURCE),
         exclude=["*.egg-info", "**/__pycache__", "**/*.pyc"],
@@ -143,13 +176,14 @@ def engine_layer_code(requirements: list[str] | None = None) -> lambda_.Code:
             image=RUNTIME.bundling_image,
             platform="linux/arm64",
             command=["bash", "-c", docker_command],
-            local=EngineLayerBundler(requirements),
+            local=EngineLayerBundler(requirements, compiler=compiler),
             # Part of the asset hash: a new platform, Python, dependency list or bundler rebuilds the layer.
             environment={
                 "NPA_LAYER_PLATFORM": LAYER_PLATFORM,
                 "NPA_LAYER_PYTHON": LAYER_PYTHON_VERSION,
                 "NPA_LAYER_REQUIREMENTS": " ".join(requirements),
                 "NPA_LAYER_BUNDLER_REVISION": LAYER_BUNDLER_REVISION,
+                "NPA_LAYER_BYTECODE": "compiled" if compiler else "source",
             },
         ),
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from infra_support import REPO_ROOT
 
-from infra.functions import LAYER_PLATFORM, LAYER_PYTHON_VERSION, layer_requirements
+from infra.functions import LAYER_PLATFORM, LAYER_PYTHON_VERSION, layer_compiler, layer_requirements
 
 CDK = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 EM_AARCH64 = 183
@@ -179,7 +179,13 @@ def test_cli_synth_bundles_the_layer_for_lambda_arm64(cli_synth: CliRun) -> None
     assert {_elf_machine(p) for p in native} == {EM_AARCH64}
     assert not (python / "bin").exists()
     assert not (python / "boto3").exists() and not (python / "typer").exists()
-    assert not list((python / "npa_workflow").rglob("__pycache__"))
+    caches = list((python / "npa_workflow").rglob("__pycache__"))
+    if layer_compiler() is None:  # no Python of the layer's version here: source only, and the synth says so
+        assert not caches
+        assert "the engine layer ships without bytecode" in cli_synth.output
+    else:
+        tag = f".cpython-{LAYER_PYTHON_VERSION.replace('.', '')}.pyc"
+        assert caches and all(p.name.endswith(tag) for c in caches for p in c.iterdir())
 
 
 def test_cli_synth_ships_only_the_handlers_python_files(cli_synth: CliRun) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,11 +136,42 @@ def test_layer_asset_hash_changes_with_requirements_and_bundler_revision(monkeyp
     base = _layer_asset_key(["pydantic>=2.7,<3"])
     assert _layer_asset_key(["pydantic>=2.7,<3"]) == base
     assert _layer_asset_key(["pydantic>=2.8,<3"]) != base
-    monkeypatch.setattr(functions_module, "LAYER_BUNDLER_REVISION", "test-next")
-    assert _layer_asset_key(["pydantic>=2.7,<3"]) != base
-    monkeypatch.setattr(functions_module, "LAYER_BUNDLER_REVISION", "1")
-    monkeypatch.setattr(functions_module, "LAYER_PLATFORM", "manylinux2014_x86_64")
-    assert _layer_asset_key(["pydantic>=2.7,<3"]) != base
+    for name, other in (("LAYER_BUNDLER_REVISION", "test-next"), ("LAYER_PLATFORM", "manylinux2014_x86_64")):
+        with monkeypatch.context() as patch:
+            patch.setattr(functions_module, name, other)
+            assert _layer_asset_key(["pydantic>=2.7,<3"]) != base, name
+    assert _layer_asset_key(["pydantic>=2.7,<3"]) == base
+    # A host that can compile the layer's bytecode builds another layer than one that cannot.
+    compiled = "/usr/bin/true" if functions_module.layer_compiler() is None else None
+    with monkeypatch.context() as patch:
+        patch.setattr(functions_module, "layer_compiler", lambda: compiled)
+        assert _layer_asset_key(["pydantic>=2.7,<3"]) != base
+
+
+def test_the_layer_is_compiled_to_unchecked_hash_bytecode(tmp_path: Path) -> None:
+    package = tmp_path / "python" / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    functions_module.compile_bytecode(tmp_path / "python", sys.executable)
+    [pyc] = (package / "__pycache__").glob("__init__.*.pyc")
+    assert pyc.name == f"__init__.{sys.implementation.cache_tag}.pyc"
+    header = pyc.read_bytes()[:16]
+    assert header[:4] == importlib.util.MAGIC_NUMBER
+    assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, not checked against the source
+
+
+def test_a_layer_that_cannot_be_compiled_says_so(tmp_path: Path) -> None:
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "broken.py").write_text("def (:\n")
+    with pytest.raises(RuntimeError, match="could not compile the layer"):
+        functions_module.compile_bytecode(tmp_path / "python", sys.executable)
+
+
+def test_the_layer_compiler_is_an_interpreter_of_the_layers_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    monkeypatch.setattr(functions_module.shutil, "which", lambda name: seen.append(name) or None)
+    assert functions_module.layer_compiler() is None
+    assert seen == [f"python{LAYER_PYTHON_VERSION}"]
 
 
 def test_handler_asset_is_a_copy_of_the_functions_python_files_only(tmp_path: Path) -> None:
@@ -162,7 +195,6 @@ def test_log_retention_keeps_at_least_the_retention_days(days: int, expected: st
 def test_a_failed_layer_build_says_what_pip_said_without_a_traceback(tmp_path: Path) -> None:
     import os
     import subprocess
-    import sys
 
     from infra_support import REPO_ROOT
 
