@@ -36,7 +36,7 @@ FIRST_CALL = {
     "trigger": ("boto3", "npa_workflow.engine.trigger"),
 }
 FIRST_CALL_DEFAULT = ("boto3",)
-RUNS = 9
+RUNS = 15
 TARGET_MS = 300.0
 
 
