@@ -6,28 +6,16 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
 
+from functions.events import DecideTask
 from npa_workflow.engine.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-decide")
 
 
-class DecideEvent(BaseModel):
-    """The `<state>.decide` Task's payload (compile/asl.py `decide`)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    state: str
-    purpose: str = ""
-    loops: dict[str, int] = Field(default_factory=dict)
-    execution: str = ""
-
-
 @logger.inject_lambda_context(correlation_id_path="run_id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    request = DecideEvent.model_validate(event)
+    request = DecideTask.model_validate(event)
     # Imported on the first invocation, not with the module: it brings the spec stack (YAML, the spec's models,
     # validation), which keeps the module's import within its budget (bench/handler_import.py).
     from npa_workflow.engine.decide import decide

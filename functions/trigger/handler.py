@@ -10,26 +10,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
 
-from functions.events import S3ObjectCreated
+from functions.events import S3ObjectCreated, WaveTask
 from npa_workflow.engine.watermarks import on_object_created
 from npa_workflow.engine.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-trigger")
-
-
-class TriggerEvent(BaseModel):
-    """The `<state>.trigger` Task's payload (compile/asl.py `_with_trigger`)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    state: str
-    token: str = Field(repr=False)
-    loops: dict[str, int] = Field(default_factory=dict)
-    group: str = ""
-    execution: str = ""
 
 
 def _is_object_created(event: dict[str, Any]) -> bool:
@@ -44,7 +30,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         completed = on_object_created(engine_from_environment(), bucket, key)
         logger.info("object created", extra={"bucket": bucket, "key": key, "completed": completed})
         return {"bucket": bucket, "key": key, "completed": completed}
-    request = TriggerEvent.model_validate(event)
+    request = WaveTask.model_validate(event)
     # Only this path reads the run's spec; the S3 path above never loads the spec stack.
     from npa_workflow.engine.trigger import trigger
 

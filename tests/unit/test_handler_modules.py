@@ -10,7 +10,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from functions.events import ExecutionStatusChange, S3ObjectCreated
+from functions.events import CleanupTask, DecideTask, ExecutionStatusChange, S3ObjectCreated, WaveTask
 
 HANDLERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
 # Never at import: the SkyPilot SDK (the executor speaks REST), Powertools' parser models (all event models
@@ -94,3 +94,15 @@ def test_an_execution_status_change_event_gives_the_execution_and_its_input() ->
     })
     assert (event.detail.name, event.detail.status) == ("run-1", "ABORTED")
     assert json.loads(event.detail.input)["run"]["run_id"] == "run-1"
+
+
+def test_task_payloads_keep_the_token_out_of_their_repr_and_name_a_missing_field() -> None:
+    wave = WaveTask.model_validate({"run_id": "r1", "state": "train", "token": "secret-ish-token", "loops": {"l1": 2}})
+    assert (wave.loops, wave.group) == ({"l1": 2}, "")
+    assert "secret-ish-token" not in repr(wave)
+    assert wave.model_dump()["token"] == "secret-ish-token"  # the engine still gets it
+    assert DecideTask.model_validate({"run_id": "r1", "state": "gate", "purpose": "loop"}).purpose == "loop"
+    caught = CleanupTask.model_validate({"run_id": "r1", "state": "s", "error": {"Error": "States.Timeout"}})
+    assert caught.error == {"Error": "States.Timeout"}
+    with pytest.raises(ValidationError, match="token"):
+        WaveTask.model_validate({"run_id": "r1", "state": "train"})
