@@ -12,8 +12,11 @@ import typer
 from npa_workflow.cli.common import (
     AssumeOpt,
     CatalogOpt,
+    InfraRecoveriesOpt,
     JsonOpt,
     MaxConcurrencyOpt,
+    MaxWaitOpt,
+    RetriesOpt,
     RunIdOpt,
     VarOpt,
     check_assumption,
@@ -181,13 +184,9 @@ def compile(
     spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
     catalog: CatalogOpt = None,
     var: VarOpt = None,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failed job (Wave.Failed)")] = 0,
-    max_infrastructure_recoveries: Annotated[
-        int, typer.Option("--max-infrastructure-recoveries", min=0, help="Relaunches after capacity/preemption")
-    ] = 1,
-    max_wait_seconds: Annotated[
-        int, typer.Option("--max-wait-seconds", min=0, help="Deadline of one wave (0 = none)")
-    ] = 3600,
+    retries: RetriesOpt = 0,
+    max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
+    max_wait_seconds: MaxWaitOpt = 3600,
     max_concurrency: MaxConcurrencyOpt = 0,
 ) -> None:
     """Print the Amazon States Language definition the spec runs as."""

@@ -29,6 +29,15 @@ AssumeOpt = Annotated[
 MaxConcurrencyOpt = Annotated[
     int, typer.Option("--max-concurrency", min=0, help="Cap on every group's concurrency (0 = no cap)")
 ]
+RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Retries of a failed job (Wave.Failed)")]
+InfraRecoveriesOpt = Annotated[
+    int,
+    typer.Option("--max-infrastructure-recoveries", min=0,
+                 help="Relaunches after an infrastructure failure (no capacity, preemption, a lost job)"),
+]
+MaxWaitOpt = Annotated[
+    int, typer.Option("--max-wait-seconds", min=0, help="Deadline of one wave; its job is then cancelled (0 = none)")
+]
 
 ASSUMPTIONS = ("promote_checkpoint", "promote", "loop_back", "loop_back_to_inner_loop")
 

@@ -13,7 +13,17 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from npa_workflow.cli.common import AssumeOpt, CatalogOpt, JsonOpt, MaxConcurrencyOpt, check_assumption, parse_vars
+from npa_workflow.cli.common import (
+    AssumeOpt,
+    CatalogOpt,
+    InfraRecoveriesOpt,
+    JsonOpt,
+    MaxConcurrencyOpt,
+    MaxWaitOpt,
+    RetriesOpt,
+    check_assumption,
+    parse_vars,
+)
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.errors import SpecError
 from npa_workflow.ledger import WaveAttempt, WaveStatus
@@ -163,18 +173,13 @@ def run_command(
         typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; --resume keeps the run's others)"),
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-<time>-<random>)")] = None,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failed job (Wave.Failed)")] = 0,
+    retries: RetriesOpt = 0,
     retry_interval_seconds: Annotated[
         int, typer.Option("--retry-interval-seconds", min=1, help="First retry's delay (doubles each retry)")
     ] = 30,
-    max_infrastructure_recoveries: Annotated[
-        int, typer.Option("--max-infrastructure-recoveries", min=0, help="Relaunches after a lost job process")
-    ] = 1,
+    max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
     max_concurrency: MaxConcurrencyOpt = 0,
-    max_wait_seconds: Annotated[
-        int, typer.Option("--max-wait-seconds", min=0, help="Deadline of one wave, then its job is cancelled "
-                                                             "(0 = none)")
-    ] = 3600,
+    max_wait_seconds: MaxWaitOpt = 3600,
     no_cancel_on_timeout: Annotated[
         bool, typer.Option("--no-cancel-on-timeout", help="Leave a timed-out wave's job running")
     ] = False,
