@@ -90,6 +90,9 @@ class RunStore:
         return RunOptions.from_json(self._run_doc(run_id).get("options", {}))
 
     def load(self, run_id: str) -> FrozenRun:
+        with self._lock:
+            if run_id in self._cache:
+                return self._cache[run_id]
         # The spec stack (YAML, the spec's pydantic models, validation) is imported here, not at the top:
         # only the functions that read a run's spec (launch, decide, trigger, inbox) pay for it.
         from npa_workflow.spec.catalog import EMPTY_CATALOG, load_catalog_text
@@ -97,9 +100,6 @@ class RunStore:
         from npa_workflow.spec.loader import load_yaml_text
         from npa_workflow.spec.validate import validate_document
 
-        with self._lock:
-            if run_id in self._cache:
-                return self._cache[run_id]
         doc = self._run_doc(run_id)
         spec_body = self.store.get(self.uri(run_id, "spec.yaml"))
         if spec_body is None:
