@@ -85,6 +85,13 @@ tools:
     ]
 
 
+def test_unknown_entry_field_suggests_the_closest():
+    with pytest.raises(SpecError) as info:
+        load_catalog_text(HEAD + "tools:\n  b: {argv: [x], imgae: y, confDefaults: {}}\n", "tools.yaml")
+    assert [(p.path, p.hint) for p in info.value.problems] == [
+        ("tools.b.imgae", "did you mean 'image'?"), ("tools.b.confDefaults", "did you mean 'configDefaults'?")]
+
+
 def test_find_catalog_precedence(tmp_path, monkeypatch):
     spec = tmp_path / "spec.yaml"
     beside = tmp_path / "tools.yaml"

@@ -128,13 +128,16 @@ def test_validate_missing_file_exits_1(runner, tmp_path):
     assert "file not found" in result.stderr
 
 
-def test_warning_passes_but_strict_fails(runner, write):
+def test_unknown_key_fails_unless_allowed_and_strict_fails_again(runner, write):
     path = write("warn.yaml", WARNING_ONLY)
-    result = invoke(runner, "validate", path)
+    default = invoke(runner, "validate", path)
+    assert default.exit_code == 1
+    assert "did you mean 'transitions'?" in default.stderr
+    result = invoke(runner, "validate", "--allow-unknown-keys", path)
     assert result.exit_code == 0
     assert "trasitions" in result.stderr
     assert "[warning]" in result.stderr
-    strict = invoke(runner, "validate", "--strict", path)
+    strict = invoke(runner, "validate", "--strict", "--allow-unknown-keys", path)
     assert strict.exit_code == 1
     assert "trasitions" in strict.stderr
     assert PROBLEM_LINE.match(strict.stderr.splitlines()[0])
@@ -227,7 +230,8 @@ def test_plan_time_error_exits_1_naming_the_state(runner, write):
 
 def test_plan_shows_warnings_on_stderr_and_plans(runner, write):
     path = write("warn.yaml", WARNING_ONLY)
-    result = invoke(runner, "plan", path, "--json")
+    assert invoke(runner, "plan", path, "--json").exit_code == 1
+    result = invoke(runner, "plan", path, "--json", "--allow-unknown-keys")
     assert result.exit_code == 0
     assert "trasitions" in result.stderr
     assert json.loads(result.stdout)["steps"][0]["state"] == "a"

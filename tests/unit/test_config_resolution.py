@@ -121,14 +121,30 @@ def test_tool_defaults_fill_only_missing_keys(load):
     assert loaded.spec.config == {"epochs": "9"}
 
 
+READS = "states:\n  a: {run: {shell: 'x {{config.n}} {{config.flag}} {{config.new}} {{config.k}}'}, terminal: true}\n"
+
+
 def test_overrides_replace_config_as_strings(load):
-    loaded = load("config: {n: 3, flag: true}\n" + STATES, overrides={"n": "7", "flag": "false", "new": "x"})
-    assert loaded.spec.config == {"n": "7", "flag": "false", "new": "x"}
+    loaded = load("config: {n: 3, flag: true, new: o, k: o}\n" + READS,
+                  overrides={"n": "7", "flag": "false", "new": "x"})
+    assert loaded.spec.config == {"n": "7", "flag": "false", "new": "x", "k": "o"}
     assert loaded.raw["config"] == loaded.spec.config
 
 
 def test_overrides_create_config_when_absent(load):
-    assert load(STATES, overrides={"k": "v"}).spec.config == {"k": "v"}
+    body = "states:\n  a: {run: {shell: 'x {{config.k}}'}, terminal: true}\n"
+    assert load("config: {}\n" + body, overrides={"k": "v"}).spec.config == {"k": "v"}
+
+
+def test_an_override_nothing_reads_is_an_error_with_a_suggestion(spec_error, load):
+    body = ("config: {thresh: '0.8', rounds: 2}\nstates:\n  l: {sequence: [a], loop: {max: config.rounds}, next: b}\n"
+            "  a: {run: {shell: 'gate --threshold {{config.thresh}}'}}\n"
+            "  b: {toolRef: demo.train, terminal: true}\n")
+    [problem] = spec_error(body, overrides={"tresh": "0.5"}).problems
+    assert (problem.path, problem.hint) == ("--var tresh", "did you mean '--var thresh'?")
+    assert "no token of the spec or its tools reads config.tresh" in problem.message
+    # Read by a command, by a bare `config.KEY` integer field, by a tool's argv, or by the engine itself.
+    load(body, overrides={"thresh": "0.5", "rounds": "3", "epochs": "4", "bucket": "b"})
 
 
 def test_overrides_are_revalidated(errors):

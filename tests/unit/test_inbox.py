@@ -306,6 +306,20 @@ def test_an_inline_spec_runs_and_its_problems_are_reported_under_spec(env):
     assert {"spec.states.prepare.toolRef", "spec.states.prepare.next"} <= {e["path"] for e in bad.errors}
 
 
+def test_an_unknown_key_rejects_a_spec_unless_the_request_allows_it(env):
+    spec = yaml.safe_load((SPECS / "gate-loop.yaml").read_text())
+    spec["states"]["train"]["toolRf"] = spec["states"]["train"].pop("toolRef")  # a typo: the step would do nothing
+    typo = handle(env, upload(env, "inbox/typo.yaml", yaml.safe_dump(spec)))
+    assert typo.status == "rejected"
+    assert [(e["path"], e["hint"]) for e in typo.errors if e["path"].endswith("toolRf")] == [
+        ("states.train.toolRf", "did you mean 'toolRef'?")]
+    spec["states"]["train"]["toolRef"] = spec["states"]["train"]["toolRf"]
+    legacy = handle(env, upload(env, "inbox/legacy.yaml", request(spec=spec, options={"allowUnknownKeys": True})))
+    assert legacy.status == "started", legacy.errors
+    # Every function of the run reads the frozen spec with the policy it was accepted under.
+    assert "train" in env.engine.runs.load(legacy.run_id).loaded.spec.states
+
+
 def test_an_explicit_run_id_is_idempotent_and_never_taken_over(env):
     body = request(spec="fanout", runId="my-run-1")
     first = handle(env, upload(env, "inbox/a.yaml", body))

@@ -925,3 +925,18 @@ def test_self_containing_sequence_stops_at_the_limit_instead_of_hanging():
     )
     with pytest.raises(SpecError, match="plan exceeded step limit"):
         build_plan(LoadedSpec(spec=spec, catalog=EMPTY_CATALOG))
+
+
+def test_a_param_reads_its_sibling_params_in_dependency_order():
+    from npa_workflow.plan.planner import build_plan
+    from npa_workflow.spec.load import load_spec_text
+
+    loaded = load_spec_text(
+        "apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: t}\n"
+        "config: {root: s3://b, prefix: p}\n"
+        "states:\n  train: {sequence: [fit], loop: {max: 2}, terminal: true}\n"
+        "  fit:\n    run: {argv: [fit, '{{config.ckpt}}', '{{config.prefix}}']}\n"
+        "    params: {ckpt: '{{config.round_uri}}/ckpt', round_uri: '{{config.root}}/r{{loop.train}}',"
+        " prefix: '{{config.prefix}}/fit'}\n")
+    plan = build_plan(loaded)
+    assert [s.argv for s in plan.steps] == [["fit", "s3://b/r1/ckpt", "p/fit"], ["fit", "s3://b/r2/ckpt", "p/fit"]]

@@ -22,6 +22,7 @@ states:
 def test_every_problem_is_reported_at_once(spec_error):
     err = spec_error(BROKEN)
     assert [(p.path, p.message) for p in err.problems] == [
+        ("states.first.trasitions", "unknown state key 'trasitions' in state 'first'"),
         ("initial", "initial state 'start' is not defined"),
         ("config.a", "config values reference each other in a cycle: a -> b -> a"),
         ("resources.gpu.accelerators", "accelerator count must be a positive integer, got 'H100:0'"),
@@ -33,18 +34,25 @@ def test_every_problem_is_reported_at_once(spec_error):
         ("states.l.loop.max", "loop.max must be an integer, got 1.5"),
         ("states.l.loop.until", "unknown loop.until 'never'"),
     ]
-    assert [(w.path, w.message) for w in err.warnings] == [
+    assert err.warnings == []
+    assert all(p.file == "spec.yaml" for p in err.problems)
+    legacy = spec_error(BROKEN, allow_unknown_keys=True)
+    assert [(w.path, w.message) for w in legacy.warnings] == [
         ("states.first.trasitions", "unknown state key 'trasitions' in state 'first' is ignored"),
     ]
-    assert all(p.file == "spec.yaml" for p in err.problems + err.warnings)
+    assert len(legacy.problems) == len(err.problems) - 1
 
 
 def test_error_text_lists_every_problem(spec_error):
     text = str(spec_error(BROKEN))
     assert text.splitlines()[0] == (
+        "spec.yaml: states.first.trasitions: unknown state key 'trasitions' in state 'first' "
+        "(fix: did you mean 'transitions'?)"
+    )
+    assert text.splitlines()[1] == (
         "spec.yaml: initial: initial state 'start' is not defined (fix: name one of: first, g, l, done)"
     )
-    assert len(text.splitlines()) == 10
+    assert len(text.splitlines()) == 11
 
 
 def test_problem_format_and_json():

@@ -209,12 +209,16 @@ def test_long_cycle_is_found_without_recursion(errors):
     assert message.endswith("s1499 -> s0")
 
 
-def test_unknown_top_level_key_is_a_warning(load, spec_error):
-    loaded = load("stats: {}\n" + OK_STATES)
+def test_unknown_top_level_key_is_an_error_unless_allowed(load, spec_error):
+    [error] = spec_error("stats: {}\n" + OK_STATES).problems
+    assert (error.path, error.message, error.hint) == (
+        "stats", "unknown top-level key 'stats'", "did you mean 'states'?")
+    loaded = load("stats: {}\n" + OK_STATES, allow_unknown_keys=True)
     [warning] = loaded.warnings
     assert (warning.path, warning.message, warning.hint, warning.severity) == (
         "stats", "unknown top-level key 'stats' is ignored", "did you mean 'states'?", "warning"
     )
-    assert [p.message for p in spec_error("stats: {}\n" + OK_STATES, strict=True).problems] == [
+    assert [p.message for p in spec_error("stats: {}\n" + OK_STATES, strict=True,
+                                          allow_unknown_keys=True).problems] == [
         "unknown top-level key 'stats' is ignored"
     ]

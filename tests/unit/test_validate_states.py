@@ -256,12 +256,21 @@ def test_params_may_not_use_state_tokens(spec_error):
     )
 
 
-def test_params_resolve_against_base_config_not_each_other(errors, load):
+def test_params_resolve_against_base_config_and_each_other(errors, load):
     loaded = load("config: {root: s3://b}\nstates:\n  a: {run: {shell: 'echo {{config.out}}'}, "
                   "params: {out: '{{config.root}}/x'}, terminal: true}\n")
     assert loaded.spec.states["a"].params == {"out": "{{config.root}}/x"}
-    assert errors("states:\n  a: {run: {shell: x}, params: {p: v, q: '{{config.p}}'}, terminal: true}\n") == [
-        ("states.a.params.q", "unknown config token: config.p")
+    # A sibling param is read in dependency order, whatever order the params are written in.
+    load("states:\n  a: {run: {shell: 'echo {{config.q}}'}, params: {q: '{{config.p}}/q', p: v}, terminal: true}\n")
+    assert errors("states:\n  a: {run: {shell: x}, params: {p: '{{config.q}}', q: '{{config.p}}'}, "
+                  "terminal: true}\n") == [
+        ("states.a.params.p", "params reference each other in a cycle: params.p -> params.q -> params.p"),
+        ("states.a.params.q", "params reference each other in a cycle: params.p -> params.q -> params.p"),
+    ]
+    # The root cause is reported once: a param reading a broken sibling, and the command reading it, are not.
+    assert errors("states:\n  a: {run: {shell: 'x {{config.q}}'}, params: {p: '{{config.nope}}', "
+                  "q: '{{config.p}}'}, terminal: true}\n") == [
+        ("states.a.params.p", "unknown config token: config.nope"),
     ]
 
 
@@ -403,9 +412,20 @@ def test_if_reads_overridden_config(errors, load):
 # --- unknown keys and endings ---------------------------------------------------------------
 
 
-def test_unknown_state_key_is_a_warning_with_a_suggestion(load, spec_error):
+def test_unknown_state_key_is_an_error_with_a_suggestion(spec_error):
+    body = "states:\n  a: {run: {shell: x}, toolRf: demo.train, trasitions: [{goto: done}], image: python}\n" + DONE
+    err = spec_error(body)
+    assert [(p.path, p.message, p.hint) for p in err.problems] == [
+        ("states.a.toolRf", "unknown state key 'toolRf' in state 'a'", "did you mean 'toolRef'?"),
+        ("states.a.trasitions", "unknown state key 'trasitions' in state 'a'", "did you mean 'transitions'?"),
+        ("states.a.image", "unknown state key 'image' in state 'a'",
+         "remove it (a legacy spec: --allow-unknown-keys accepts it with a warning)"),
+    ]
+
+
+def test_allow_unknown_keys_makes_them_warnings(load, spec_error):
     body = "states:\n  a: {run: {shell: x}, trasitions: [{goto: done}], image: python}\n" + DONE
-    loaded = load(body)
+    loaded = load(body, allow_unknown_keys=True)
     assert [(w.path, w.message, w.hint, w.severity) for w in loaded.warnings] == [
         ("states.a.trasitions", "unknown state key 'trasitions' in state 'a' is ignored",
          "did you mean 'transitions'?", "warning"),
@@ -413,7 +433,7 @@ def test_unknown_state_key_is_a_warning_with_a_suggestion(load, spec_error):
         ("states.a", "the run can end at 'a', which is not terminal",
          "add 'next', an unconditional transition, or 'terminal: true'", "warning"),
     ]
-    err = spec_error(body, strict=True)
+    err = spec_error(body, strict=True, allow_unknown_keys=True)
     assert [(p.path, p.severity) for p in err.problems] == [
         ("states.a.trasitions", "error"), ("states.a.image", "error"), ("states.a", "error"),
     ]
@@ -430,9 +450,13 @@ def test_unknown_state_key_is_a_warning_with_a_suggestion(load, spec_error):
     ("outputs: [{uri: 's3://b/o', shema: x}]", "states.a.outputs[0].shema", "unknown output key 'shema' is ignored",
      "did you mean 'schema'?"),
 ])
-def test_unknown_nested_keys_are_warnings(load, snippet, path, message, hint):
+def test_unknown_nested_keys_are_errors(load, spec_error, snippet, path, message, hint):
     base = "run: {shell: x}, " if not snippet.startswith("run") else ""
-    loaded = load(f"states:\n  a: {{{base}{snippet}, next: done}}\n" + DONE)
+    body = f"states:\n  a: {{{base}{snippet}, next: done}}\n" + DONE
+    [problem] = spec_error(body).problems
+    assert (problem.path, problem.message) == (path, message.removesuffix(" is ignored"))
+    assert problem.hint == (hint or "remove it (a legacy spec: --allow-unknown-keys accepts it with a warning)")
+    loaded = load(body, allow_unknown_keys=True)
     assert [(w.path, w.message, w.hint) for w in loaded.warnings] == [(path, message, hint)]
 
 

@@ -129,3 +129,14 @@ def test_tool_argv_with_a_bad_param(errors):
     body = ("states:\n  a: {toolRef: demo.caption, params: {images_uri: '{{params.x}}', captions_uri: c},"
             " terminal: true}\n")
     assert errors(body) == [("states.a.params.images_uri", "unrecognised token {{params.x}}")]
+
+
+def test_unknown_tokens_suggest_the_closest_name(spec_error):
+    err = spec_error("config: {bucket: b}\nstates:\n  rounds: {sequence: [a], loop: {max: 2}, next: done}\n"
+                     "  a: {run: {shell: 'x s3://{{config.buckt}}/{{loop.round}}/{{run.idd}}'}}\n"
+                     "  done: {terminal: true}\n")
+    assert [(p.message, p.hint) for p in err.problems] == [
+        ("unknown config token: config.buckt", "did you mean 'config.bucket'?"),
+        ("unknown loop token: loop.round", "did you mean 'loop.rounds'?"),
+        ("unknown run token: run.idd", "did you mean 'run.id'?"),
+    ]

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from npa_workflow.cli.common import (
+    AllowUnknownKeysOpt,
     AssumeOpt,
     CatalogOpt,
     InfraRecoveriesOpt,
@@ -67,6 +68,7 @@ def validate(
     catalog: CatalogOpt = None,
     var: VarOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors")] = False,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Check specs against every rule of the language; report all problems at once."""
@@ -79,7 +81,8 @@ def validate(
                 load_catalog_file(path)
                 problems, ok = [], True
             else:
-                loaded = load_spec(path, catalog=catalog, overrides=overrides, strict=strict)
+                loaded = load_spec(path, catalog=catalog, overrides=overrides, strict=strict,
+                                   allow_unknown_keys=allow_unknown_keys)
                 problems, ok = loaded.warnings, True
         except SpecError as exc:
             problems, ok = exc.problems + exc.warnings, False
@@ -107,10 +110,11 @@ def plan(
     as_json: JsonOpt = False,
     cost: CostOpt = False,
     assume_minutes: AssumeMinutesOpt = 0.0,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost adds a cost estimate."""
     check_assumption(assume_decision)
-    loaded = load_or_exit(spec, catalog, var)
+    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
     try:
         the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
         wave_plan = (
@@ -140,12 +144,13 @@ def render(
     assume_decision: AssumeOpt = None,
     max_concurrency: MaxConcurrencyOpt = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Write one YAML file per job into DIR")] = None,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Print the SkyPilot YAML of every wave (a pipeline, or a JobGroup per batch of a group)."""
     from npa_workflow.render import RenderError, render_wave
 
     check_assumption(assume_decision)
-    loaded = load_or_exit(spec, catalog, var)
+    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
     try:
         the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
         wave_plan = build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id),
@@ -188,11 +193,12 @@ def compile(
     max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
     max_wait_seconds: MaxWaitOpt = 3600,
     max_concurrency: MaxConcurrencyOpt = 0,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Print the Amazon States Language definition the spec runs as."""
     from npa_workflow.compile.asl import CompileOptions, compile_spec
 
-    loaded = load_or_exit(spec, catalog, var)
+    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
     options = CompileOptions(
         retries=retries,
         max_infrastructure_recoveries=max_infrastructure_recoveries,

@@ -20,11 +20,26 @@ VarOpt = Annotated[
     list[str] | None,
     typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; values are strings)"),
 ]
+AllowUnknownKeysOpt = Annotated[
+    bool,
+    typer.Option("--allow-unknown-keys",
+                 help="Accept keys the language does not know, with a warning (legacy specs); default: an error"),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-plan)")]
 AssumeOpt = Annotated[
     str | None,
-    typer.Option("--assume-decision", help="Decision assumed at every decision point: promote_checkpoint | loop_back"),
+    typer.Option("--assume-decision",
+                 help="The decision the preview assumes at every decision point: promote_checkpoint (promote) | "
+                      "loop_back (default: config.plan_assume_decision, else loop_back when a state branches)"),
+]
+# A run follows the decisions its steps write; the assumption only stands in for one that is missing.
+RunAssumeOpt = Annotated[
+    str | None,
+    typer.Option("--assume-decision",
+                 help="Fallback only: the decision used when a decision artifact is missing when it is read; a "
+                      "decision a step wrote always wins (to force a path, set the config the gate reads, e.g. "
+                      "--var)"),
 ]
 MaxConcurrencyOpt = Annotated[
     int, typer.Option("--max-concurrency", min=0, help="Cap on every group's concurrency (0 = no cap)")
@@ -58,10 +73,12 @@ def check_assumption(value: str | None) -> str | None:
     return value
 
 
-def load_or_exit(spec: Path, catalog: Path | None, variables: list[str] | None, strict: bool = False) -> LoadedSpec:
+def load_or_exit(spec: Path, catalog: Path | None, variables: list[str] | None, strict: bool = False,
+                 allow_unknown_keys: bool = False) -> LoadedSpec:
     overrides = parse_vars(variables)
     try:
-        loaded = load_spec(spec, catalog=catalog, overrides=overrides, strict=strict)
+        loaded = load_spec(spec, catalog=catalog, overrides=overrides, strict=strict,
+                           allow_unknown_keys=allow_unknown_keys)
     except SpecError as exc:
         print_problems(exc.problems + exc.warnings)
         raise typer.Exit(1) from None

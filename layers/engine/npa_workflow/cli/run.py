@@ -14,13 +14,14 @@ from rich.table import Table
 from rich.text import Text
 
 from npa_workflow.cli.common import (
-    AssumeOpt,
+    AllowUnknownKeysOpt,
     CatalogOpt,
     InfraRecoveriesOpt,
     JsonOpt,
     MaxConcurrencyOpt,
     MaxWaitOpt,
     RetriesOpt,
+    RunAssumeOpt,
     check_assumption,
     parse_vars,
 )
@@ -181,9 +182,11 @@ def run_command(
     max_concurrency: MaxConcurrencyOpt = 0,
     max_wait_seconds: MaxWaitOpt = 3600,
     no_cancel_on_timeout: Annotated[
-        bool, typer.Option("--no-cancel-on-timeout", help="Leave a timed-out wave's job running")
+        bool, typer.Option("--no-cancel-on-timeout",
+                           help="When a wave passes --max-wait-seconds the run fails, but that wave's job is left "
+                                "running (default: it is cancelled)")
     ] = False,
-    assume_decision: AssumeOpt = None,
+    assume_decision: RunAssumeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue run --run-id: replay its succeeded waves")] = False,
     local_port: Annotated[
         int | None, typer.Option("--local-port", min=1, max=65535, help="Port of the local AWS (default: a free one)")
@@ -200,6 +203,7 @@ def run_command(
         typer.Option("--skypilot-endpoint", envvar="SKYPILOT_API_SERVER_ENDPOINT",
                      help="SkyPilot API server URL (with --executor skypilot); token: $SKYPILOT_SERVICE_ACCOUNT_TOKEN"),
     ] = None,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a spec on this machine: its state machine on an embedded AWS (moto), its steps as local processes."""
@@ -229,6 +233,7 @@ def run_command(
         max_concurrency=max_concurrency, max_wait_seconds=max_wait_seconds, cancel_on_timeout=not no_cancel_on_timeout,
         assume_decision=assume_decision, resume=resume, port=local_port,
         executor=executor, skypilot_endpoint=skypilot_endpoint, secret_names=tuple(secret_env or ()),
+        allow_unknown_keys=allow_unknown_keys,
     )
     try:
         report = LocalRuntime(options, progress, announce, print_problems).run()

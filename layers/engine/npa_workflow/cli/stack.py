@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from npa_workflow.cli.common import JsonOpt, parse_vars
+from npa_workflow.cli.common import AllowUnknownKeysOpt, JsonOpt, parse_vars
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.errors import Problem, SpecError
 
@@ -90,7 +90,8 @@ def serve_command(
 
 
 # ------------------------------------------------------------------------------------------------ submit
-def _document(spec: str, variables: dict[str, str], run_id: str | None) -> dict[str, Any]:
+def _document(spec: str, variables: dict[str, str], run_id: str | None,
+              allow_unknown_keys: bool = False) -> dict[str, Any]:
     """The uploaded document: the spec as it is, or a run request (with --var/--run-id, or a deployed spec's name)."""
     from npa_workflow.engine.inbox import RUN_REQUEST_API
     from npa_workflow.spec.loader import load_yaml_file
@@ -100,7 +101,7 @@ def _document(spec: str, variables: dict[str, str], run_id: str | None) -> dict[
         doc = load_yaml_file(path)
         if not isinstance(doc, dict):
             raise SpecError([Problem("$", "a spec must be a mapping", file=str(path))])
-        if not variables and not run_id:
+        if not variables and not run_id and not allow_unknown_keys:
             return doc
         spec_ref: Any = doc
     else:
@@ -110,6 +111,8 @@ def _document(spec: str, variables: dict[str, str], run_id: str | None) -> dict[
         request["vars"] = variables
     if run_id:
         request["runId"] = run_id
+    if allow_unknown_keys:
+        request["options"] = {"allowUnknownKeys": True}
     return request
 
 
@@ -120,13 +123,14 @@ def submit_command(
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end; exit 0 only if SUCCEEDED")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the inbox to take it")] = 60.0,
     endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Upload a spec (or a run request) to the stack's inbox and print the run id."""
     from npa_workflow.stack_client import StackError
 
     try:
-        document = _document(spec, parse_vars(var), run_id)
+        document = _document(spec, parse_vars(var), run_id, allow_unknown_keys)
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None

@@ -10,7 +10,8 @@ version) and parses it with the project's bounded YAML loader. It is one of:
       spec: fanout                 # the metadata.name of a deployed spec, or an inline spec mapping
       vars: {shard_sleep: "5"}     # config overrides (as `--var`)
       runId: my-run                # optional; default: deterministic from the object version
-      options: {retries: 1, maxConcurrency: 2, maxWaitSeconds: 600, assumeDecision: promote}
+      options: {retries: 1, maxConcurrency: 2, maxWaitSeconds: 600, assumeDecision: promote,
+                allowUnknownKeys: false}  # true: a legacy spec's unknown keys are warnings, not errors
 
   (unknown keys are errors).
 
@@ -140,6 +141,8 @@ class RunRequestOptions(BaseModel):
     assume_decision: Literal["promote_checkpoint", "promote", "loop_back", "loop_back_to_inner_loop"] | None = Field(
         default=None, alias="assumeDecision"
     )
+    # A legacy spec's unknown keys become warnings (default: errors, as `npa-workflow validate`).
+    allow_unknown_keys: bool = Field(default=False, alias="allowUnknownKeys")
 
 
 class RunRequest(BaseModel):
@@ -293,7 +296,8 @@ def _prepare_request(engine: Engine, uri: str, raw: dict[str, Any]) -> _Prepared
     catalog_text, catalog = _catalog(engine)
     if isinstance(request.spec, dict):
         try:
-            loaded = validate_document(request.spec, file=uri, catalog=catalog, overrides=variables)
+            loaded = validate_document(request.spec, file=uri, catalog=catalog, overrides=variables,
+                                       allow_unknown_keys=request.options.allow_unknown_keys)
         except SpecError as exc:
             raise Rejected([_under_spec(p) for p in exc.problems]) from None
         spec_text = yaml.safe_dump(request.spec, sort_keys=False, allow_unicode=True)
@@ -308,7 +312,7 @@ def _prepare_request(engine: Engine, uri: str, raw: dict[str, Any]) -> _Prepared
         )])
     spec_text = _text(body, spec_uri)
     loaded = validate_document(load_yaml_text(spec_text, spec_uri), file=spec_uri, catalog=catalog,
-                               overrides=variables)
+                               overrides=variables, allow_unknown_keys=request.options.allow_unknown_keys)
     return _Prepared(loaded, spec_text, catalog_text, variables, request)
 
 

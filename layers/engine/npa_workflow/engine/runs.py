@@ -109,7 +109,9 @@ class RunStore:
             else EMPTY_CATALOG
         variables = {str(k): str(v) for k, v in doc.get("vars", {}).items()}
         raw = load_yaml_text(spec_body.decode("utf-8"), "spec.yaml")
-        loaded = validate_document(raw, file="spec.yaml", catalog=catalog, overrides=variables)
+        # Validated with its policy when the run was accepted: unknown keys it allowed stay allowed.
+        loaded = validate_document(raw, file="spec.yaml", catalog=catalog, overrides=variables,
+                                   allow_unknown_keys=True)
         run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, run_id, loaded.spec.run)
         frozen = FrozenRun(run_id, loaded, variables, RunOptions.from_json(doc.get("options", {})), run_ctx)
         with self._lock:

@@ -102,6 +102,7 @@ class LocalRunOptions:
     executor: str = "local"  # or "skypilot": jobs go to the SkyPilot API server at skypilot_endpoint
     skypilot_endpoint: str | None = None
     tick_seconds: float = 0.25
+    allow_unknown_keys: bool = False  # a legacy spec's unknown keys become warnings
 
 
 class Progress(Protocol):
@@ -385,7 +386,8 @@ class LocalRuntime:
                 )
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             variables = {**meta.get("vars", {}), **variables}  # the run's vars, overridden by the new ones
-        loaded = load_spec(spec_path, catalog=opt.catalog, overrides=variables)
+        loaded = load_spec(spec_path, catalog=opt.catalog, overrides=variables,
+                           allow_unknown_keys=opt.allow_unknown_keys)
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
         spec = loaded.spec

@@ -13,7 +13,9 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.loader import load_yaml_file, load_yaml_text
+from npa_workflow.spec.model import known_keys
 from npa_workflow.spec.paths import pydantic_problems
 
 CATALOG_API_VERSION = "npa.workflow.tools/v1"
@@ -60,6 +62,19 @@ class Catalog(BaseModel):
 EMPTY_CATALOG = Catalog()
 
 
+def _with_suggestions(problems: list[Problem]) -> list[Problem]:
+    """An unknown entry field gets the closest field a tool entry has (`imgae` -> `image`)."""
+    fields = known_keys(Tool)
+    out = []
+    for p in problems:
+        key = p.path.rsplit(".", 1)[-1]
+        if p.message == f"unknown field '{key}'" and not p.hint:
+            p = Problem(p.path, p.message, did_you_mean(key, fields) or "fields: " + ", ".join(
+                Tool.model_fields), p.severity, p.file)
+        out.append(p)
+    return out
+
+
 def parse_catalog(raw: Any, file: str = "") -> Catalog:
     if not isinstance(raw, dict):
         raise SpecError.single("$", "tool catalog must be a mapping", "start with 'apiVersion:'", file)
@@ -78,7 +93,7 @@ def parse_catalog(raw: Any, file: str = "") -> Catalog:
             try:
                 tools[str(name)] = Tool.model_validate(body)
             except ValidationError as exc:
-                problems.extend(pydantic_problems(exc, f"tools.{name}", file))
+                problems.extend(_with_suggestions(pydantic_problems(exc, f"tools.{name}", file)))
     if problems:
         raise SpecError(problems)
     return Catalog(tools=tools, source=file)

@@ -14,6 +14,7 @@ from typing import Any
 
 from npa_workflow.errors import Problem
 from npa_workflow.spec.graph import find_cycle
+from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.paths import join
 from npa_workflow.spec.tokens import (
     TokenContext,
@@ -62,7 +63,8 @@ def _references(config: Mapping[str, Any], problems: list[Problem]) -> tuple[dic
                                         "move the value into the state's params or command"))
                 bad.add(key)
             elif scope == "config" and ref not in config:
-                problems.append(Problem(path, f"unknown config token: config.{ref}", f"add '{ref}' to config"))
+                problems.append(Problem(path, f"unknown config token: config.{ref}",
+                                        did_you_mean(ref, config, prefix="config.") or f"add '{ref}' to config"))
                 bad.add(key)
             elif scope == "config":
                 deps[key].append(ref)

@@ -23,10 +23,12 @@ def load_spec(
     catalog: str | Path | Catalog | None = None,
     overrides: Mapping[str, str] | None = None,
     strict: bool = False,
+    allow_unknown_keys: bool = False,
 ) -> LoadedSpec:
     raw = load_yaml_file(path)
     cat = resolve_catalog(catalog, path)
-    return validate_document(raw, file=str(path), catalog=cat, overrides=overrides, strict=strict)
+    return validate_document(raw, file=str(path), catalog=cat, overrides=overrides, strict=strict,
+                             allow_unknown_keys=allow_unknown_keys)
 
 
 def load_spec_text(
@@ -36,6 +38,8 @@ def load_spec_text(
     catalog: Catalog = EMPTY_CATALOG,
     overrides: Mapping[str, str] | None = None,
     strict: bool = False,
+    allow_unknown_keys: bool = False,
 ) -> LoadedSpec:
     raw = load_yaml_text(text, file)
-    return validate_document(raw, file=file, catalog=catalog, overrides=overrides, strict=strict)
+    return validate_document(raw, file=file, catalog=catalog, overrides=overrides, strict=strict,
+                             allow_unknown_keys=allow_unknown_keys)

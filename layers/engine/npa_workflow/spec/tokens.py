@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.paths import yaml_type
 
 SCOPES = ("config", "run", "state", "loop")
@@ -80,18 +81,21 @@ def _lookup(scope: str, key: str, ctx: TokenContext) -> Any | None:
     """Returns the value, or raises TokenError. None means 'leave verbatim' (tolerated)."""
     if scope == "config":
         if key not in ctx.config:
-            raise TokenError(f"unknown config token: config.{key}", f"add '{key}' to config or params")
+            raise TokenError(f"unknown config token: config.{key}",
+                             did_you_mean(key, ctx.config, prefix="config.") or f"add '{key}' to config or params")
         return ctx.config[key]
     if scope == "run":
         if key not in ctx.run:
             known = ", ".join(sorted(ctx.run))
-            raise TokenError(f"unknown run token: run.{key}", f"known run keys: {known}")
+            raise TokenError(f"unknown run token: run.{key}",
+                             did_you_mean(key, ctx.run, prefix="run.") or f"known run keys: {known}")
         return ctx.run[key]
     if scope == "loop":
         if key not in ctx.loops:
             raise TokenError(
                 f"unknown loop token: loop.{key}",
-                "name a state that has a loop, and use the token inside or after that loop",
+                did_you_mean(key, ctx.loops, prefix="loop.")
+                or "name a state that has a loop, and use the token inside or after that loop",
             )
         return ctx.loops[key]
     # state.NAME.K — split at the first dot

@@ -9,7 +9,7 @@ non-terminal state) ride along and become errors under `strict=True`. `raw` is w
 from __future__ import annotations
 
 import copy
-import difflib
+import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,9 @@ from pydantic import ValidationError
 from npa_workflow.errors import Problem, SpecError
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
 from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
+from npa_workflow.spec.effective import resolve_params
 from npa_workflow.spec.graph import find_cycle
+from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
 from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
 from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
@@ -52,8 +54,7 @@ class LoadedSpec:
 
 
 def _did_you_mean(key: str, known: Collection[str]) -> str:
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else ""
+    return did_you_mean(key, known)
 
 
 def _name_hint(name: Any, names: Collection[str]) -> str:
@@ -61,8 +62,9 @@ def _name_hint(name: Any, names: Collection[str]) -> str:
 
 
 class _Collector:
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, allow_unknown_keys: bool = False) -> None:
         self.file = file
+        self.allow_unknown_keys = allow_unknown_keys
         self.items: list[Problem] = []
         self._seen: set[Problem] = set()
 
@@ -77,6 +79,16 @@ class _Collector:
 
     def warn(self, path: str, message: str, hint: str = "") -> None:
         self.add(Problem(path, message, hint, "warning"))
+
+    def unknown_key(self, path: str, what: str, key: str, known: Collection[str]) -> None:
+        """An unknown key is an error (a typo must not turn a state into a no-op); a legacy spec
+        may accept it with a warning (`--allow-unknown-keys`, or `allowUnknownKeys` in a run request)."""
+        hint = _did_you_mean(key, known)
+        if self.allow_unknown_keys:
+            self.warn(path, f"{what} is ignored", hint)
+        else:
+            self.error(path, what, hint or "remove it (a legacy spec: --allow-unknown-keys accepts it with a "
+                                           "warning)")
 
     @property
     def errors(self) -> list[Problem]:
@@ -100,6 +112,51 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[s
     return out
 
 
+# Config keys the engine itself reads (language reference §1.2): setting one is never a typo.
+ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision")
+# `{{config.KEY}}` and the bare `config.KEY` of `if:` and integer fields (`loop.max: config.rounds`).
+_CONFIG_READ_RE = re.compile(r"(?<![A-Za-z0-9_.])config\.([A-Za-z0-9_.\-]+)")
+
+
+def _strings_of(value: Any) -> Iterator[str]:
+    """Every string value inside nested mappings and lists (mapping keys are names, not reads)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def config_keys_read(raw: Mapping[str, Any], catalog: Catalog) -> set[str]:
+    """The config keys some token of the spec, or of a tool one of its states names, reads."""
+    texts = list(_strings_of(raw))
+    states = raw.get("states")
+    for body in states.values() if isinstance(states, dict) else ():
+        ref = body.get("toolRef", body.get("tool_ref")) if isinstance(body, dict) else None
+        tool = catalog.get(ref) if isinstance(ref, str) else None
+        if tool is not None:
+            texts += [*tool.argv, *tool.env.values(), tool.setup, tool.image]
+    return {m.group(1).rstrip(".") for text in texts for m in _CONFIG_READ_RE.finditer(text)}
+
+
+def _check_overrides(raw: dict[str, Any], overrides: Mapping[str, str], catalog: Catalog, c: _Collector) -> None:
+    """`--var tresh=0.5` where nothing reads `config.tresh` would change nothing: a typo, so an error."""
+    read = config_keys_read(raw, catalog) | set(ENGINE_CONFIG_KEYS)
+    config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    for key in overrides:
+        if key in read:
+            continue
+        known = sorted(read | set(config))
+        c.error(f"--var {key}", f"no token of the spec or its tools reads config.{key}: the override would "
+                "change nothing", did_you_mean(key, known, prefix="--var ") or
+                ("the keys read are: " + ", ".join(k for k in known if k not in ENGINE_CONFIG_KEYS)[:300]
+                 if known else "the spec reads no config key"))
+
+
 def validate_document(
     raw: Any,
     *,
@@ -107,10 +164,14 @@ def validate_document(
     catalog: Catalog = EMPTY_CATALOG,
     overrides: Mapping[str, str] | None = None,
     strict: bool = False,
+    allow_unknown_keys: bool = False,
 ) -> LoadedSpec:
+    """`allow_unknown_keys` turns unknown keys into warnings; `strict` turns every warning into an error."""
     if not isinstance(raw, dict):
         raise SpecError.single("$", f"spec must be a mapping, got {yaml_type(raw)}", "start with 'apiVersion:'", file)
-    c = _Collector(file)
+    c = _Collector(file, allow_unknown_keys)
+    if overrides:
+        _check_overrides(raw, overrides, catalog, c)
     raw = apply_overrides(raw, overrides or {})
     _check_top_level(raw, c)
     metadata = _parse_metadata(raw, c)
@@ -187,7 +248,7 @@ def _check_top_level(raw: dict[str, Any], c: _Collector) -> None:
         c.error("kind", f"kind must be 'Workflow', got {kind!r}", "set 'kind: Workflow'")
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
-            c.warn(key, f"unknown top-level key '{key}' is ignored", _did_you_mean(key, TOP_LEVEL_KEYS))
+            c.unknown_key(key, f"unknown top-level key '{key}'", key, TOP_LEVEL_KEYS)
 
 
 def _parse_metadata(raw: dict[str, Any], c: _Collector) -> Metadata | None:
@@ -247,8 +308,7 @@ def _parse_states(raw: dict[str, Any], c: _Collector) -> tuple[list[str], dict[s
             continue
         for key in state_raw:
             if key not in STATE_KEYS:
-                c.warn(join(path, key), f"unknown state key '{key}' in state '{name}' is ignored",
-                       _did_you_mean(key, STATE_KEYS))
+                c.unknown_key(join(path, key), f"unknown state key '{key}' in state '{name}'", key, STATE_KEYS)
         fields = _without_nulls({k: v for k, v in state_raw.items() if k in STATE_KEYS})
         _precheck_state(fields, path, c)
         try:
@@ -259,8 +319,8 @@ def _parse_states(raw: dict[str, Any], c: _Collector) -> tuple[list[str], dict[s
             continue
         for sub_path, label, model in _parts(state):
             for key in model.model_extra or {}:
-                c.warn(join(path, sub_path, key), f"unknown {label} key '{key}' is ignored",
-                       _did_you_mean(key, known_keys(type(model))))
+                c.unknown_key(join(path, sub_path, key), f"unknown {label} key '{key}'", key,
+                              known_keys(type(model)))
         states[name] = state
     return list(body), states
 
@@ -557,12 +617,15 @@ def _check_tokens(
     loops: dict[str, int], c: _Collector,
 ) -> None:
     p = join("states", name)
-    # params: against the base config (not each other), run and loops; never state outputs.
-    base = TokenContext(config=run_ctx.config, run=run_ctx.run, loops=loops)
-    eff = dict(run_ctx.config)
+    # params: against the base config and the state's other params (in dependency order), run
+    # and loops; never state outputs.
     for key, value in st.params.items():
-        clean = not isinstance(value, str) or _check_text(value, join(p, "params", key), base, c, {"state": "params"})
-        eff[key] = resolve_text(value, base) if clean and isinstance(value, str) else value
+        if isinstance(value, str):
+            for raw, hint in find_suspicious(value):
+                c.error(join(p, "params", key), f"unrecognised token {raw}", hint)
+    eff, param_errors = resolve_params(st.params, run_ctx.config, run_ctx.run, loops)
+    for key, exc in param_errors.items():
+        c.error(join(p, "params", key), exc.message, exc.hint)
     texts: list[tuple[str, str, str]] = []  # (path, text, message prefix)
     tool = catalog.get(st.tool_ref) if st.tool_ref else None
     if tool is not None:
