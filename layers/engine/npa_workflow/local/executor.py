@@ -17,11 +17,24 @@ A job whose wrapper process is gone without having written its exit file (killed
 machine rebooted) is reported ``FAILED`` with the error ``process lost …``; it is never
 reported ``RUNNING`` forever.
 
-Process groups. Every job runs in its own session and process group (the wrapper is the group
-leader), so :meth:`LocalExecutor.cancel` reaches grandchildren too: SIGTERM to the group, then
-SIGKILL to whatever remains after a grace period. :meth:`LocalExecutor.wait_gone` confirms that
-no process of the group remains. Liveness checks use ``/proc`` (process start time and boot id
-guard against pid reuse, zombies count as gone); elsewhere they fall back to ``kill(pid, 0)``.
+Launch is a transaction (the seeds' operator guide: "adopt one immutable ID, retry only after
+authoritative absence"). The record, with the job's id and its containment (cgroup), is written and
+fsynced *before* the wrapper starts; the wrapper starts the command only after the launcher recorded
+its pid/pgid and wrote ``go`` on its stdin. A launcher killed at any line leaves either a record whose
+job never ran (the wrapper reads end-of-file instead of ``go`` and says so in its exit file) or a record
+that names every process of the job.
+
+Containment (:mod:`npa_workflow.local.containment`). Every job runs in its own session and process
+group, in its own cgroup where the machine allows it, and under a wrapper that is a child subreaper;
+its members are the cgroup's processes, else the processes carrying the job's id in their environment
+plus its process group. :meth:`LocalExecutor.cancel` sends SIGTERM to every member and SIGKILL to what
+remains after a grace period; :meth:`LocalExecutor.wait_gone` confirms that no member remains. The
+wrapper ends what the command left behind when the command exits, so a job that forks a child or a
+``setsid`` daemon and exits 0 leaves nothing running. Liveness checks use ``/proc`` (process start
+time and boot id guard against pid reuse, zombies count as gone).
+
+Environment. A job starts from :func:`npa_workflow.local.job_environment.base_environment` (an
+allow-list), not from this process's whole environment.
 """
 
 from __future__ import annotations
@@ -41,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npa_workflow.local import containment
+from npa_workflow.local.job_environment import base_environment
 from npa_workflow.timestamps import to_epoch, utc_now
 
 __all__ = [
@@ -63,9 +78,13 @@ TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED})
 
 _WRAPPER = Path(__file__).with_name("job_wrapper.py")
 _PROC = Path("/proc")
-# A record that never got a pid (the launching process died between writing the record and
-# starting the wrapper) is declared lost after this long.
-_PENDING_LOST_AFTER_S = 30.0
+# A record that never got a pid and whose job has no process (the launching process died between
+# writing the record and starting the wrapper) is declared lost once it is this old.
+_PENDING_LOST_AFTER_S = 2.0
+# What the wrapper gives the command's leftovers (children, daemons) between SIGTERM and SIGKILL.
+_SWEEP_GRACE_S = 2.0
+# log_tail reads at most this many bytes from the end of a log, whatever its size or line length.
+TAIL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,7 @@ class JobInfo:
     ended_at: str | None
     error: str | None
     log_path: str
+    secret_names: tuple[str, ...] = ()  # names (never values) of the secrets the job was given
 
     @property
     def is_terminal(self) -> bool:
@@ -136,8 +156,9 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 class LocalExecutor:
     """Launch, query and cancel local jobs whose state lives under ``state_dir``.
 
-    ``env`` is the base environment of every job (default: this process's environment); the
-    ``env`` given to :meth:`launch` is laid over it. Methods are thread-safe and may be called
+    ``env`` is the base environment of every job (default: the allow-listed part of this process's
+    environment, see :mod:`npa_workflow.local.job_environment`); the ``env`` given to :meth:`launch` is
+    laid over it. Methods are thread-safe and may be called
     concurrently from several processes sharing ``state_dir``.
     """
 
@@ -151,8 +172,9 @@ class LocalExecutor:
         self.state_dir = Path(state_dir)
         self.jobs_dir = self.state_dir / "jobs"
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
-        self._base_env = dict(os.environ if env is None else env)
+        self._base_env = base_environment() if env is None else dict(env)
         self.grace_seconds = grace_seconds
+        self._cgroups = containment.cgroup_root()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._procs_lock = threading.Lock()
         self._boot_id = _boot_id()
@@ -188,6 +210,8 @@ class LocalExecutor:
         command: list[str],
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        *,
+        secret_names: tuple[str, ...] = (),
     ) -> str:
         """Start ``command`` as a new job and return its durable job id."""
         if not command:
@@ -195,18 +219,21 @@ class LocalExecutor:
         job_id = f"local-{uuid.uuid4().hex[:16]}"
         record_path = self._record_path(job_id)
         log_path = self._log_path(job_id)
+        cgroup = containment.create_cgroup(self._cgroups, job_id) if self._cgroups else None
         record: dict[str, Any] = {
             "job_id": job_id,
             "name": job_name,
             "command": [str(c) for c in command],
             "cwd": str(cwd) if cwd is not None else None,
             "env_keys": sorted((env or {}).keys()),
+            "secret_names": list(secret_names),
             "status": PENDING,
             "exit_code": None,
             "error": None,
             "pid": None,
             "pgid": None,
             "proc_start": None,
+            "cgroup": str(cgroup) if cgroup else None,
             "boot_id": self._boot_id,
             "submitted_at": utc_now(),
             "started_at": None,
@@ -216,24 +243,22 @@ class LocalExecutor:
         }
         job_env = dict(self._base_env)
         job_env.update({str(k): str(v) for k, v in (env or {}).items()})
-        job_env["NPA_LOCAL_JOB_ID"] = job_id
+        job_env[containment.MARKER_ENV] = job_id
         job_env["NPA_LOCAL_JOB_NAME"] = job_name
 
         with self._locked(job_id):
+            # The identity and the containment are durable before any process of the job exists.
             _write_json_atomic(record_path, record)
-            argv = [
-                sys.executable,
-                "-I",
-                str(_WRAPPER),
-                str(self._exit_path(job_id)),
-                "--",
-                *record["command"],
-            ]
+            argv = [sys.executable, "-I", str(_WRAPPER), str(self._exit_path(job_id)),
+                    "--grace", str(_SWEEP_GRACE_S)]
+            if cgroup:
+                argv += ["--cgroup", str(cgroup)]
+            argv += ["--", *record["command"]]
             try:
                 with open(log_path, "ab") as log:
                     proc = subprocess.Popen(
                         argv,
-                        stdin=subprocess.DEVNULL,
+                        stdin=subprocess.PIPE,  # the go-signal: the command starts only after "go"
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         cwd=str(cwd) if cwd is not None else None,
@@ -249,7 +274,11 @@ class LocalExecutor:
                     ended_at=utc_now(),
                 )
                 _write_json_atomic(record_path, record)
+                containment.remove_cgroup(cgroup)
                 return job_id
+            if cgroup and not containment.join_cgroup(cgroup, proc.pid):
+                containment.remove_cgroup(cgroup)
+                record["cgroup"] = None  # the marker and the group still hold the job
             stat = _proc_stat(proc.pid) if self._use_proc else None
             record.update(
                 status=RUNNING,
@@ -259,6 +288,10 @@ class LocalExecutor:
                 started_at=utc_now(),
             )
             _write_json_atomic(record_path, record)
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):  # a wrapper already gone is found by the next observation
+                proc.stdin.write(b"go\n")
+                proc.stdin.close()
         with self._procs_lock:
             self._procs[job_id] = proc
         return job_id
@@ -295,32 +328,31 @@ class LocalExecutor:
         path = self._log_path(job_id)
         try:
             with open(path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                end = fh.tell()
-                block = 8192
-                data = b""
-                pos = end
-                while pos > 0 and data.count(b"\n") <= lines:
-                    step = min(block, pos)
-                    pos -= step
-                    fh.seek(pos)
-                    data = fh.read(step) + data
-        except FileNotFoundError:
+                # One read of at most TAIL_BYTES from the end: the cost does not grow with the log's size
+                # or its line length (a log with no newline at all is one line).
+                end = fh.seek(0, os.SEEK_END)
+                start = max(0, end - TAIL_BYTES)
+                fh.seek(start)
+                data = fh.read(end - start)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
             return ""
+        if start > 0 and b"\n" in data:
+            data = data[data.index(b"\n") + 1 :] or data  # drop the partial first line
         text = data.decode("utf-8", "replace")
         tail = text.splitlines()[-lines:]
         return "\n".join(tail) + ("\n" if tail and text.endswith("\n") else "")
 
     # ------------------------------------------------------------------ cancel
     def cancel(self, job_ids: list[str], grace_seconds: float | None = None) -> list[str]:
-        """Cancel jobs by exact id: SIGTERM to each job's process group, SIGKILL after the grace.
+        """Cancel jobs by exact id: SIGTERM to every process of each job, SIGKILL after the grace.
 
-        Jobs already finished keep their status. Returns the ids that were (or already had
-        been) cancelled. Use :meth:`wait_gone` to confirm that no process remains.
+        The request is recorded first (``cancel_requested_at``), so the job is reported CANCELLED even
+        if this process dies while signalling. Jobs already finished keep their status. Returns the ids
+        that were (or already had been) cancelled; :meth:`wait_gone` confirms that no process remains.
         """
         grace = self.grace_seconds if grace_seconds is None else grace_seconds
         self._reap()
-        targets: dict[str, int] = {}
+        targets: dict[str, dict[str, Any]] = {}
         cancelled: list[str] = []
         for job_id in dict.fromkeys(job_ids):
             if not self._valid_id(job_id):
@@ -342,39 +374,46 @@ class LocalExecutor:
                 record["cancel_requested_at"] = record.get("cancel_requested_at") or utc_now()
                 _write_json_atomic(self._record_path(job_id), record)
             cancelled.append(job_id)
-            pgid = self._owned_pgid(record)
-            if pgid is not None:
-                targets[job_id] = pgid
+            targets[job_id] = record
 
-        for pgid in targets.values():
-            self._signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + max(grace, 0.0)
-        remaining = dict(targets)
-        while remaining and time.monotonic() < deadline:
-            self._reap()
-            remaining = {j: g for j, g in remaining.items() if self._group_alive(g)}
-            if remaining:
-                time.sleep(0.05)
-        for pgid in remaining.values():
-            self._signal_group(pgid, signal.SIGKILL)
-        self._reap()
+        self._kill(list(targets.values()), grace)
         for job_id in cancelled:
             self._finalize_cancel(job_id)
         return cancelled
 
+    def _kill(self, records: list[dict[str, Any]], grace: float) -> None:
+        """SIGTERM to every member of these jobs, then SIGKILL (repeated) to whatever is left."""
+        if not records:
+            return
+        members = {r["job_id"]: self._members(r) for r in records}
+        for record in records:
+            containment.signal_all(members[record["job_id"]], signal.SIGTERM)
+        deadline = time.monotonic() + max(grace, 0.0)
+        while any(members.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._reap()
+            members = {r["job_id"]: self._members(r) for r in records}
+        for _ in range(40):  # a job may fork while it is being killed: repeat until nothing is left
+            if not any(members.values()):
+                break
+            for record in records:
+                if members[record["job_id"]]:
+                    containment.signal_all(members[record["job_id"]], signal.SIGKILL, record.get("cgroup"))
+            time.sleep(0.025)
+            self._reap()
+            members = {r["job_id"]: self._members(r) for r in records}
+
     def wait_gone(self, job_ids: list[str], timeout: float = 10.0) -> bool:
-        """True once no process of any of these jobs' groups remains (False on timeout)."""
-        groups = []
-        for job_id in dict.fromkeys(job_ids):
-            record = _read_json(self._record_path(job_id)) if self._valid_id(job_id) else None
-            if record and record.get("pgid"):
-                groups.append(self._owned_pgid(record, require_alive=False))
-        groups = [g for g in groups if g is not None]
+        """True once no process of any of these jobs remains (False on timeout)."""
+        records = [r for r in (_read_json(self._record_path(j)) for j in dict.fromkeys(job_ids)
+                               if self._valid_id(j)) if r]
         deadline = time.monotonic() + timeout
         while True:
             self._reap()
-            groups = [g for g in groups if self._group_alive(g)]
-            if not groups:
+            records = [r for r in records if self._members(r)]
+            if not records:
+                for job_id in job_ids:
+                    self._release(job_id)
                 return True
             if time.monotonic() >= deadline:
                 return False
@@ -408,36 +447,33 @@ class LocalExecutor:
             return True
         return True
 
-    def _owned_pgid(self, record: Mapping[str, Any], require_alive: bool = True) -> int | None:
-        """The job's pgid if it still designates this job's group (guards against pid reuse)."""
+    def _trusted_pgid(self, record: Mapping[str, Any]) -> int | None:
+        """The job's pgid unless the number may now belong to an unrelated group (other boot, pid reuse)."""
         pgid = record.get("pgid")
         if not pgid:
             return None
-        pgid = int(pgid)
         if record.get("boot_id") and self._boot_id and record["boot_id"] != self._boot_id:
             return None
         if self._use_proc:
-            stat = _proc_stat(pgid)
-            if stat is not None and stat[0] not in ("Z", "X"):
-                start = record.get("proc_start")
-                if start is not None and stat[2] != int(start):
-                    return None  # the number now belongs to an unrelated process
+            stat = _proc_stat(int(pgid))
+            start = record.get("proc_start")
+            if stat is not None and stat[0] not in ("Z", "X") and start is not None and stat[2] != int(start):
+                return None  # the number now belongs to an unrelated process
         # Leader gone but the group still exists: the kernel does not hand out a number that
         # is still in use as a process-group id, so the group is still ours.
-        if require_alive and not self._group_alive(pgid):
-            return None
-        return pgid
+        return int(pgid)
 
-    def _group_alive(self, pgid: int) -> bool:
-        """Whether any non-zombie process is in process group ``pgid``."""
-        if self._use_proc:
-            for entry in os.scandir(_PROC):
-                if not entry.name.isdigit():
-                    continue
-                stat = _proc_stat(int(entry.name))
-                if stat is not None and stat[1] == pgid and stat[0] not in ("Z", "X"):
-                    return True
-            return False
+    def _members(self, record: Mapping[str, Any]) -> set[int]:
+        """Live processes of the job (its cgroup, else its marker and its process group)."""
+        if record.get("boot_id") and self._boot_id and record["boot_id"] != self._boot_id:
+            return set()
+        pgid = self._trusted_pgid(record)
+        if not self._use_proc:
+            return {pgid} if pgid is not None and self._kill_probe(pgid) else set()
+        return containment.members(str(record.get("job_id", "")), record.get("cgroup"), pgid)
+
+    @staticmethod
+    def _kill_probe(pgid: int) -> bool:
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -446,12 +482,11 @@ class LocalExecutor:
             return True
         return True
 
-    @staticmethod
-    def _signal_group(pgid: int, sig: signal.Signals) -> None:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _release(self, job_id: str) -> None:
+        """Remove an ended job's (empty) cgroup."""
+        record = _read_json(self._record_path(job_id)) if self._valid_id(job_id) else None
+        if record and record.get("status") in TERMINAL_STATUSES:
+            containment.remove_cgroup(record.get("cgroup"))
 
     def _read_exit(self, job_id: str) -> dict[str, Any] | None:
         return _read_json(self._exit_path(job_id))
@@ -468,50 +503,39 @@ class LocalExecutor:
             updated = self._observe(job_id, record)
             if updated is not record:
                 _write_json_atomic(self._record_path(job_id), updated)
+                if updated.get("status") in TERMINAL_STATUSES:
+                    containment.remove_cgroup(updated.get("cgroup"))
             return updated
 
     def _observe(self, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
         exit_info = self._read_exit(job_id)
         if exit_info is None:
-            if record.get("status") == PENDING and not record.get("pid"):
-                submitted = to_epoch(record.get("submitted_at")) or 0.0
-                if time.time() - submitted > _PENDING_LOST_AFTER_S:
-                    return {
-                        **record,
-                        "status": FAILED,
-                        "error": "process lost: the job was never started (launcher died)",
-                        "ended_at": utc_now(),
-                    }
-                return record
-            if self._leader_alive(record):
-                return record
-            pgid = self._owned_pgid(record)
-            if pgid is not None:
-                # The wrapper died (SIGKILL) but the command's processes are still running:
-                # the job is still working, its exit code will not be known.
+            if self._leader_alive(record) or self._members(record):
+                # Running; or the wrapper died (SIGKILL) but processes of the job still run: it is still
+                # working, its exit code will not be known.
                 return record
             # The wrapper may have written the exit file just before exiting.
             exit_info = self._read_exit(job_id)
-            if exit_info is None:
-                if record.get("cancel_requested_at"):
-                    return {
-                        **record,
-                        "status": CANCELLED,
-                        "error": "cancelled",
-                        "ended_at": record.get("ended_at") or utc_now(),
-                    }
-                return {
-                    **record,
-                    "status": FAILED,
-                    "error": (
-                        f"process lost: job process {record.get('pid')} is gone and recorded no exit "
-                        "code (killed, or the machine restarted)"
-                    ),
-                    "ended_at": utc_now(),
-                }
+        if exit_info is None:
+            if record.get("status") == PENDING and not record.get("pid") and not self._use_proc:
+                # Without /proc the job's processes cannot be listed: give the launcher time.
+                submitted = to_epoch(record.get("submitted_at")) or 0.0
+                if time.time() - submitted <= _PENDING_LOST_AFTER_S:
+                    return record
+            if record.get("cancel_requested_at"):
+                return {**record, "status": CANCELLED, "error": "cancelled",
+                        "ended_at": record.get("ended_at") or utc_now()}
+            if record.get("status") == PENDING and not record.get("pid"):
+                error = "process lost: the job was never started (its launcher died before starting it)"
+            else:
+                error = (f"process lost: job process {record.get('pid')} is gone and recorded no exit "
+                         "code (killed, or the machine restarted)")
+            return {**record, "status": FAILED, "error": error, "ended_at": utc_now()}
         exit_code = exit_info.get("exit_code")
         if record.get("cancel_requested_at"):
             status, error = CANCELLED, "cancelled"
+        elif exit_info.get("not_started"):
+            status, error = FAILED, str(exit_info.get("error") or "process lost: the job was never started")
         elif exit_code == 0:
             status, error = SUCCEEDED, None
         else:
@@ -551,4 +575,5 @@ class LocalExecutor:
             ended_at=record.get("ended_at"),
             error=record.get("error"),
             log_path=record.get("log_path", ""),
+            secret_names=tuple(record.get("secret_names") or ()),
         )

@@ -1,10 +1,16 @@
 """`LocalJobExecutor`: the engine's `JobExecutor` port over `LocalExecutor` (real subprocess jobs).
 
 A wave's job is its step's command (`argv`, or `bash -c <shell>`) run in the request's workdir (the spec's
-folder) with the request's environment laid over this process's, plus each named secret taken from this
+folder) with a clean environment (`local.job_environment`: an allow-list of this process's variables
+and `--pass-env` names), the request's environment laid over it, plus each named secret taken from this
 process's environment. Outcomes map one to one from the executor's statuses; a job the executor has no
 record of is `lost`, and a job whose process vanished without an exit code (killed, machine restarted)
 is `infrastructure_failed`, the local stand-in for a preempted cloud job.
+
+Submit adopts before it launches: a job of exactly this name (run, wave and attempt are in the name)
+that was started is that wave's job, whatever state the ledger lost; only a name with no started job
+(authoritative absence: its record says it never ran) is launched. A failure message's log tail is
+redacted of the job's secret values (`npa_workflow.redact`) before it leaves the executor.
 """
 
 from __future__ import annotations
@@ -12,12 +18,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from npa_workflow import redact
 from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
 from npa_workflow.local.executor import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED, JobInfo, LocalExecutor
 
 LOG_TAIL_LINES = 20
 MESSAGE_MAX = 2000
 _LOST_PREFIX = "process lost"
+_NEVER_STARTED = "process lost: the job was never started"
 
 
 class LocalJobExecutor:
@@ -37,15 +45,39 @@ class LocalJobExecutor:
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise SubmitError(f"working directory {job.workdir} does not exist", "configuration")
         env = {str(k): str(v) for k, v in job.env.items()}
-        missing = [name for name in job.secret_names if name not in os.environ]
+        missing = [name for name in job.secret_names if not os.environ.get(name)]
         if missing:
             raise SubmitError(
                 f"secret(s) {', '.join(missing)} not set in the environment of the local runtime "
                 "(export them before `npa-workflow run`)", "configuration",
             )
+        short = [name for name in job.secret_names if len(os.environ[name]) < redact.MIN_SECRET_LENGTH]
+        if short:
+            raise SubmitError(
+                f"secret(s) {', '.join(short)} shorter than {redact.MIN_SECRET_LENGTH} characters: too short "
+                "to redact from logs safely (use the real value)", "configuration",
+            )
+        adopted = self._adoptable(job.name)
+        if adopted is not None:
+            return Submission(job_id=adopted)
         env.update({name: os.environ[name] for name in job.secret_names})
-        job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir)
+        job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir,
+                                   secret_names=tuple(job.secret_names))
         return Submission(job_id=job_id)
+
+    def _adoptable(self, name: str) -> str | None:
+        """The job already started under this exact name, if any (the oldest; later copies are cancelled)."""
+        ids = self.local.find_by_name(name)
+        if not ids:
+            return None
+        infos = self.local.statuses(ids)
+        started = [i for i in ids if i in infos and not (infos[i].error or "").startswith(_NEVER_STARTED)]
+        if not started:
+            return None
+        extra = [i for i in started[1:] if not infos[i].is_terminal]
+        if extra:
+            self.local.cancel(extra, grace_seconds=self.cancel_grace_seconds)
+        return started[0]
 
     def observe(self, jobs: list[TrackedJob]) -> dict[str, Observation]:
         ids = [j.job_id for j in jobs if j.job_id]
@@ -79,11 +111,13 @@ class LocalJobExecutor:
 
     def _failure_message(self, info: JobInfo, error: str) -> str:
         message = f"job {info.job_id} ({info.name}) failed: {error}"
-        tail = self.local.log_tail(info.job_id, LOG_TAIL_LINES).strip()
+        redactor = redact.from_environment(info.secret_names)
+        # Redact before cutting: a cut through a value would leave a part no search matches.
+        tail = redactor(self.local.log_tail(info.job_id, LOG_TAIL_LINES)).strip()
         if tail:
             room = max(MESSAGE_MAX - len(message), 200)
             message += f"; log {info.log_path} ends with:\n{tail[-room:]}"
-        return message
+        return redactor(message)
 
     def find_by_name(self, name: str) -> list[str]:
         return self.local.find_by_name(name)

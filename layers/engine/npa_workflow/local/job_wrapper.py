@@ -1,35 +1,50 @@
-"""Run one local job and record its exit code durably.
+"""Run one local job inside its containment and record its exit code durably.
 
 Usage (run by :class:`npa_workflow.local.executor.LocalExecutor`, never by hand)::
 
-    python -I job_wrapper.py <exit-file> -- <command> [args...]
+    python -I job_wrapper.py <exit-file> [--cgroup DIR] [--grace SECONDS] -- <command> [args...]
 
-The wrapper is the leader of the job's process group (the executor starts it with
-``start_new_session=True``). It starts the command as its child, forwards SIGTERM/SIGINT/SIGHUP
-to it, waits for it, and then writes ``<exit-file>`` atomically (temporary file + rename) as
-JSON::
+The launch is a transaction. The executor writes the job's record (its id, and its cgroup when the machine
+has them) *before* it starts this wrapper, starts it in a new session, records the wrapper's pid/pgid and
+only then writes ``go`` on the wrapper's stdin. The wrapper starts the command only after reading ``go``;
+if its stdin ends first (the launcher was killed mid-launch) it writes an exit file saying the job never
+started and exits: a job nobody recorded never runs.
+
+Containment. The wrapper makes itself a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a process the
+command orphans (``fork`` and exit, ``setsid`` daemons) is re-parented to the wrapper instead of init.
+When the command ends, every process still in the job (its cgroup's members, else the wrapper's
+descendants) gets SIGTERM, then SIGKILL after ``--grace`` seconds; the exit file is written after that,
+so a job is never reported ended while a process of it still runs. SIGTERM/SIGINT/SIGHUP sent to the
+wrapper are forwarded to the command and to every other job process.
+
+The exit file (JSON, written atomically)::
 
     {"exit_code": 0, "signal": null, "error": null, "child_pid": 1234, "ended_at": "…Z"}
 
-A child killed by a signal gets the shell's convention ``128 + signal number`` as exit code
-and the signal's name in ``signal``. A command that cannot be started gets 127 (not found)
-or 126 (not executable) and the reason in ``error``.
+A child killed by a signal gets the shell's convention ``128 + signal number`` as exit code and the
+signal's name in ``signal``. A command that cannot be started gets 127 (not found) or 126 (not
+executable) and the reason in ``error``; a job that never got its go-signal has ``"not_started": true``.
 
-The file only imports the standard library so that it runs with ``python -I`` from any
-environment, whatever the job's ``PYTHONPATH``: the exit code of a job is known even when the
-executor that launched it has gone away.
+The file only imports the standard library so that it runs with ``python -I`` from any environment,
+whatever the job's ``PYTHONPATH``: the exit code of a job is known even when the executor that launched
+it has gone away.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PR_SET_CHILD_SUBREAPER = 36
+_GO = b"go\n"
 
 
 def _now() -> str:
@@ -45,11 +60,140 @@ def _write_exit(path: str, record: dict) -> None:
     os.replace(tmp, path)
 
 
+def _become_subreaper() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _wait_for_go() -> bool:
+    data = b""
+    while len(data) < len(_GO):
+        try:
+            chunk = os.read(0, len(_GO) - len(data))
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            continue
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        data += chunk
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    return data == _GO
+
+
+def _parents() -> dict[int, int]:
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
+            parents[int(name)] = int(fields[1])
+    return parents
+
+
+def _job_processes(cgroup: str | None) -> set[int]:
+    """Every live process of the job except this wrapper."""
+    me = os.getpid()
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs")) as fh:
+                return {int(p) for p in fh.read().split() if p.isdigit()} - {me}
+        except OSError:
+            pass
+    if not os.path.isdir("/proc"):
+        return set()
+    parents = _parents()
+    found: set[int] = set()
+    frontier = [me]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found.add(pid)
+                frontier.append(pid)
+    return found
+
+
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _signal(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _sweep(cgroup: str | None, grace: float) -> None:
+    """End whatever the command left behind: SIGTERM, then SIGKILL after the grace, until none is left."""
+    _reap_children()
+    left = _job_processes(cgroup)
+    if not left:
+        return
+    _signal(left, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        _reap_children()
+        left = _job_processes(cgroup)
+    for _ in range(50):  # new forks may appear while we kill: repeat until none is left
+        if not left:
+            break
+        _signal(left, signal.SIGKILL)
+        time.sleep(0.02)
+        _reap_children()
+        left = _job_processes(cgroup)
+
+
+def _parse(argv: list[str]) -> tuple[str, str | None, float, list[str]] | None:
+    if "--" not in argv or not argv or argv[0] == "--":
+        return None
+    split = argv.index("--")
+    head, command = argv[:split], argv[split + 1 :]
+    if not command:
+        return None
+    exit_path, cgroup, grace = head[0], None, 2.0
+    rest = head[1:]
+    while rest:
+        flag, value, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
+        if flag == "--cgroup":
+            cgroup = value or None
+        elif flag == "--grace":
+            grace = float(value)
+        else:
+            return None
+    return exit_path, cgroup, grace, command
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: job_wrapper.py <exit-file> -- <command> [args...]", file=sys.stderr)
+    parsed = _parse(argv)
+    if parsed is None:
+        print("usage: job_wrapper.py <exit-file> [--cgroup DIR] [--grace S] -- <command> [args...]",
+              file=sys.stderr)
         return 2
-    exit_path, command = argv[0], argv[2:]
+    exit_path, cgroup, grace, command = parsed
+    _become_subreaper()
+    if not _wait_for_go():
+        _write_exit(exit_path, {
+            "exit_code": None, "signal": None, "not_started": True, "child_pid": None, "ended_at": _now(),
+            "error": "process lost: the job was never started (its launcher stopped before the go-signal)",
+        })
+        return 0
 
     try:
         child = subprocess.Popen(command)
@@ -64,10 +208,9 @@ def main(argv: list[str]) -> int:
         return code
 
     def forward(signum: int, _frame: object) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        _signal(_job_processes(cgroup) - {child.pid}, signum)
 
     for signum in _FORWARDED:
         signal.signal(signum, forward)
@@ -78,6 +221,7 @@ def main(argv: list[str]) -> int:
             break
         except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
             continue
+    _sweep(cgroup, grace)
 
     sig_name = None
     error = None
