@@ -85,6 +85,11 @@ def test_submit_wait_runs_a_deployed_spec_and_status_shows_its_waves(stack: Stac
     assert all(w["job_id"] for w in report["waves"])
     table = stack.cli("status", done["run_id"])
     assert table.returncode == 0 and "shard-2" in table.stdout and "SUCCEEDED" in table.stdout
+    join = next(w for w in report["waves"] if w["state"] == "join")
+    assert f"log of join attempt 1: {stack.home / 'jobs' / (join['job_id'] + '.log')}" in table.stdout
+    output = stack.cli("logs", done["run_id"], "join")  # the step's own output, found through the ledger
+    assert output.returncode == 0, output.stderr
+    assert output.stdout == (stack.home / "jobs" / f"{join['job_id']}.log").read_text() and output.stdout.strip()
     picture = stack.cli("graph", str(SPECS / "fanout.yaml"), "--run", done["run_id"], "--format", "dot")
     assert picture.returncode == 0, picture.stderr
     assert "SUCCEEDED" in picture.stdout and "#" in picture.stdout  # states coloured by the run's status

@@ -26,6 +26,7 @@ from npa_workflow.cli.common import (
 )
 from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, print_cost
 from npa_workflow.cli.graph import graph_command
+from npa_workflow.cli.logs import logs_command
 from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
 from npa_workflow.cli.run import run_command
 from npa_workflow.cli.stack import (
@@ -224,6 +225,7 @@ app.command(name="status")(status_command)
 app.command(name="cancel")(cancel_command)
 app.command(name="resume")(resume_command)
 app.command(name="list")(list_command)
+app.command(name="logs")(logs_command)
 
 
 def main() -> None:

@@ -183,7 +183,13 @@ def status_command(
     if as_json:
         print_json(report)
     else:
-        print_summary(report, Console(soft_wrap=True))
+        from npa_workflow.cli.logs import log_lines, logs_home
+
+        console = Console(soft_wrap=True)
+        print_summary(report, console)
+        for line in log_lines(report, logs_home()):
+            console.print(line, highlight=False)
+        console.print(f"(npa-workflow logs {run} [STATE] [--iteration N] prints a step's output)", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------------ cancel / resume

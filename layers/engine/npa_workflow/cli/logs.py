@@ -1,0 +1,278 @@
+"""`npa-workflow logs RUN [STATE]`: a step's output, found through the run's ledger.
+
+Every wave attempt in the ledger names its job; a local job's combined stdout and stderr is
+`<home>/jobs/<job-id>.log` (home: `$NPA_WORKFLOW_HOME`, else `./.npa-workflow`, the folder the run or
+`serve` was started from). Where the run's ledger comes from:
+
+- a local `run`: `<home>/runs/<run-id>/ledger.json` (the runtime rewrites it while the run goes);
+- a `serve` stack (`--endpoint`): its ledger table, the logs under the same home;
+- a deployed stack (`--stack`): its ledger table; a step is a SkyPilot managed job, whose log the
+  SkyPilot API server keeps (the command says which job and how to read it).
+
+Only the last `--bytes` of each log are read, so a multi-gigabyte training log costs what its tail costs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+DEFAULT_TAIL_BYTES = 64 * 1024
+FOLLOW_POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """One wave attempt and where its job's log is."""
+
+    state: str
+    iteration: int | None
+    attempt: int
+    status: str
+    job_id: str | None
+    path: Path | None  # a local job's log file; None for a job that lives on SkyPilot
+    where: str  # how to read it, in words
+
+    @property
+    def label(self) -> str:
+        iteration = f" iteration {self.iteration}" if self.iteration is not None else ""
+        return f"{self.state}{iteration} attempt {self.attempt}"
+
+
+def local_log_path(home: Path, job_id: str | None) -> Path | None:
+    """A local job's log; job ids of other executors (a SkyPilot job id is a number) have none here."""
+    if not job_id or not job_id.startswith("local-") or "/" in job_id:
+        return None
+    return home / "jobs" / f"{job_id}.log"
+
+
+def log_location(home: Path, job_id: str | None) -> str:
+    """One phrase saying where a wave's log is: what `status` prints beside each wave."""
+    if not job_id:
+        return "no job"
+    path = local_log_path(home, job_id)
+    if path is not None:
+        return str(path)
+    return f"SkyPilot managed job {job_id}: `sky jobs logs {job_id}` against the API server"
+
+
+def log_lines(report: dict[str, Any], home: Path) -> list[str]:
+    """`log of STATE [iteration N] attempt A: WHERE` for every wave of a run report (what `status` prints)."""
+    lines = []
+    for w in report.get("waves", []):
+        if w.get("replayed"):
+            continue
+        iteration = f" iteration {w['iteration']}" if w.get("iteration") is not None else ""
+        lines.append(f"log of {w['state']}{iteration} attempt {w['attempt']}: {log_location(home, w.get('job_id'))}")
+    return lines
+
+
+def read_tail(path: Path, budget: int) -> tuple[bytes, int]:
+    """(the last `budget` bytes of the file, how many bytes before them were skipped)."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        start = max(0, size - budget)
+        fh.seek(start)
+        return fh.read(budget), start
+
+
+# ------------------------------------------------------------------------------------------------ attempts
+def logs_home() -> Path:
+    from npa_workflow.local.runtime import local_home
+
+    return local_home()
+
+
+def _loops_of(loaded: Any) -> dict[str, list[str]]:
+    from npa_workflow.local.report import enclosing_loops
+
+    return enclosing_loops(loaded) if loaded is not None else {}
+
+
+def _iteration(wave: Any, loops_of: dict[str, list[str]]) -> int | None:
+    from npa_workflow.local.report import loop_counters, wave_iteration
+
+    if loops_of:
+        return wave_iteration(wave, loops_of)
+    counters = loop_counters(wave)  # without the spec: a wave inside one loop still has its round
+    return wave.iteration if wave.iteration is not None or len(counters) != 1 else next(iter(counters.values()))
+
+
+def _sources(waves: list[Any], loaded: Any, home: Path) -> list[LogSource]:
+    loops_of = _loops_of(loaded)
+    out = []
+    for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
+        out.append(LogSource(w.state, _iteration(w, loops_of), w.attempt, w.status.value, w.job_id,
+                             local_log_path(home, w.job_id), log_location(home, w.job_id)))
+    return out
+
+
+def local_run_sources(run_id: str, home: Path) -> list[LogSource]:
+    """The wave attempts of a local `run`, from the ledger file the runtime keeps."""
+    from npa_workflow.ledger import WaveAttempt
+
+    run_dir = home / "runs" / run_id
+    ledger_file = run_dir / "ledger.json"
+    if not ledger_file.is_file():
+        raise LookupError(f"no local run {run_id!r} under {home / 'runs'} (a run's logs are found from the folder "
+                          "it was started in, or $NPA_WORKFLOW_HOME; a serve stack: --endpoint URL)")
+    doc = json.loads(ledger_file.read_text(encoding="utf-8"))
+    waves = [WaveAttempt.from_item(item) for item in doc.get("items", [])
+             if item.get("kind", {}).get("S") == "WAVE"]
+    return _sources(waves, _local_spec(run_dir), home)
+
+
+def _local_spec(run_dir: Path) -> Any:
+    """The run's spec (for loop rounds), when its file is still readable; None otherwise."""
+    from npa_workflow.errors import SpecError
+    from npa_workflow.spec.load import load_spec
+
+    try:
+        meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+        return load_spec(meta["spec"], overrides=meta.get("vars") or None, allow_unknown_keys=True)
+    except (OSError, ValueError, KeyError, SpecError):
+        return None
+
+
+def stack_sources(client: Any, run_id: str, home: Path) -> list[LogSource]:
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.engine.runs import RunStore
+
+    client.run(run_id)  # an unknown run is a StackError naming it
+    waves = client.ledger.attempts(run_id)
+    try:
+        loaded = RunStore(S3Store(client.s3), client.bucket).load(run_id).loaded
+    except Exception:  # noqa: BLE001 - the spec only numbers loop rounds; logs are found without it
+        loaded = None
+    return _sources(waves, loaded, home)
+
+
+def select(sources: list[LogSource], state: str | None, iteration: int | None, attempt: int | None) -> list[LogSource]:
+    chosen = [s for s in sources if (state is None or s.state == state)
+              and (iteration is None or s.iteration == iteration)]
+    if attempt is not None:
+        return [s for s in chosen if s.attempt == attempt]
+    latest: dict[tuple[str, int | None], LogSource] = {}
+    for s in chosen:  # sorted by time: the last attempt of each wave wins
+        latest[(s.state, s.iteration)] = s
+    return list(latest.values())
+
+
+# ------------------------------------------------------------------------------------------------ printing
+def _write(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def show(source: LogSource, budget: int, header: bool) -> int:
+    """Print the tail of one log; returns the offset it ended at (for --follow)."""
+    if header:
+        _write(f"==> {source.label} · {source.status} · {source.where} <==\n".encode())
+    if source.path is None:
+        if source.job_id:
+            _err(f"npa-workflow logs: {source.label}: {source.where} (the handlers' logs are in CloudWatch, "
+                 "one log group per function)")
+        return 0
+    try:
+        data, skipped = read_tail(source.path, budget)
+    except FileNotFoundError:
+        _err(f"npa-workflow logs: {source.label}: no log at {source.path} (the job has not started, or its "
+             "files were removed)")
+        return 0
+    if skipped:
+        _err(f"npa-workflow logs: {source.label}: the first {skipped} bytes are not shown (--bytes N for more)")
+    _write(data)
+    return skipped + len(data)
+
+
+def follow(source: LogSource, offset: int, refresh: Callable[[], LogSource | None]) -> None:
+    """Print what the log gains until its attempt ends (then what it still had), or Ctrl-C."""
+    assert source.path is not None
+    done = False
+    while True:
+        try:
+            with open(source.path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except FileNotFoundError:
+            data = b""
+        if data:
+            _write(data)
+            offset += len(data)
+        if done:
+            return
+        time.sleep(FOLLOW_POLL_SECONDS)
+        now = refresh()
+        done = now is None or now.status in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def logs_command(
+    run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
+    state: Annotated[str | None, typer.Argument(help="Only this state's waves", show_default=False)] = None,
+    iteration: Annotated[int | None, typer.Option("--iteration", min=1,
+                                                  help="Only this loop round (a leaf loop's iteration, else the "
+                                                       "round of the innermost looped sequence)")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="This attempt (default: the latest)")] = None,
+    follow_: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the step ends")] = False,
+    budget: Annotated[int, typer.Option("--bytes", min=1, help="Show at most the last N bytes of each log")]
+    = DEFAULT_TAIL_BYTES,
+    endpoint: Annotated[str | None, typer.Option("--endpoint", envvar="NPA_WORKFLOW_ENDPOINT",
+                                                 help="A `serve` stack (default: a local `run`)")] = None,
+    stack: Annotated[str | None, typer.Option("--stack", help="A deployed stack (CloudFormation name)")] = None,
+    region: Annotated[str | None, typer.Option("--region", help="AWS region (with --stack)")] = None,
+) -> None:
+    """Print the output of a run's steps (the latest attempt of each wave; one state with STATE)."""
+    home = logs_home()
+
+    def load() -> list[LogSource]:
+        if endpoint or stack:
+            from npa_workflow.cli.stack import stack_client
+
+            return stack_sources(stack_client(endpoint, stack, None, region), run, home)
+        return local_run_sources(run, home)
+
+    from npa_workflow.stack_client import StackError
+
+    try:
+        sources = load()
+    except (LookupError, StackError) as exc:
+        _err(f"npa-workflow logs: error: {exc}")
+        raise typer.Exit(1) from None
+    chosen = select(sources, state, iteration, attempt)
+    if not chosen:
+        states = sorted({s.state for s in sources})
+        what = f"state {state!r}" if state else "any state"
+        _err(f"npa-workflow logs: error: run {run!r} has no wave of {what}"
+             + (f" with iteration {iteration}" if iteration is not None else "")
+             + (f" and attempt {attempt}" if attempt is not None else "")
+             + (f" (states with waves: {', '.join(states)})" if states else " yet"))
+        raise typer.Exit(1)
+    if follow_ and len(chosen) > 1:
+        _err("npa-workflow logs: error: --follow follows one step: name STATE (and --iteration N in a loop)")
+        raise typer.Exit(2)
+    for source in chosen:
+        offset = show(source, budget, header=len(chosen) > 1)
+        if follow_ and source.path is not None:
+
+            def refresh(target: LogSource = source) -> LogSource | None:
+                found = select(load(), target.state, target.iteration, target.attempt)
+                return found[0] if found else None
+
+            try:
+                follow(source, offset, refresh)
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
