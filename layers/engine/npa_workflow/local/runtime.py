@@ -16,9 +16,10 @@
 
 State that outlives the process lives under `.npa-workflow/` in the current directory (or
 `$NPA_WORKFLOW_HOME`): `jobs/` (the local executor's job records and logs) and `runs/<run-id>/`
-(`meta.json`, `ledger.json`, `report.json`, `lambdas.log`). moto is in-memory, so the ledger is dumped
-to `ledger.json` while the run goes and at its end, and re-loaded by `resume=True`, which starts a new
-execution `<run-id>-r<n>` of the same run: its launches replay the waves that succeeded.
+(`meta.json`, `report.json`, `lambdas.log`, and `aws/`: every DynamoDB item and S3 object of the run, written
+through as moto changes them, `local.durable_aws`). `resume=True` restores `aws/` into a fresh moto and starts
+a new execution `<run-id>-r<n>` of the same run: its launches replay the waves that succeeded, whose outputs
+are back in S3.
 
 One local run at a time per process: moto's configuration, `MOTO_PORT` and the in-process Lambdas'
 environment are process-wide.
@@ -33,6 +34,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import signal
 import threading
 import time
@@ -53,6 +55,7 @@ from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
+from npa_workflow.local.durable_aws import STATE_FILE, DurableAws, durable_aws
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -67,7 +70,7 @@ REGION = "us-east-1"
 ROLE_NAME = "npa-workflow-local"
 FUNCTIONS = {"launch": LAUNCH, "decide": DECIDE, "trigger": TRIGGER, "cleanup": CLEANUP}
 HANDLER_MODULES = ("launch", "decide", "trigger", "watch", "cleanup", "reap")
-LEDGER_DUMP_SECONDS = 1.0
+AWS_STATE_DIR = "aws"  # runs/<run-id>/aws: the run's DynamoDB items and S3 objects (local.durable_aws)
 WATCH_FAILURES_TOLERATED = 40  # consecutive failed watch passes (about 10 s) before the run is stopped
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,75}$")
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
@@ -172,34 +175,6 @@ def _write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def serialized_dynamodb_writes() -> Iterator[None]:
-    """DynamoDB applies a conditional write atomically per item; moto's server checks the condition and
-    writes without a lock, and serves each request on its own thread. The ledger's launch lock and its
-    "only the first finish counts" rule rely on that atomicity, so the local runtime serializes moto's
-    DynamoDB writes (as tests/unit/test_ledger.py does) for as long as the run's server lives."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    lock = threading.RLock()
-    originals: dict[str, Any] = {}
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
-        original = DynamoDBBackend.__dict__.get(name)
-        if original is None:
-            continue
-
-        def atomic(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            with lock:
-                return _original(self, *args, **kwargs)
-
-        originals[name] = original
-        setattr(DynamoDBBackend, name, atomic)
-    try:
-        yield
-    finally:
-        for name, original in originals.items():
-            setattr(DynamoDBBackend, name, original)
 
 
 @contextlib.contextmanager
@@ -378,7 +353,7 @@ class LocalRuntime:
             if not run_id:
                 raise LocalRunError("--resume needs the --run-id of the run to resume")
             meta_path = self.home / "runs" / check_run_id(run_id) / "meta.json"
-            if not meta_path.is_file() or not (meta_path.parent / "ledger.json").is_file():
+            if not meta_path.is_file() or not (meta_path.parent / AWS_STATE_DIR / STATE_FILE).is_file():
                 raise LocalRunError(
                     f"no local run {run_id!r} to resume under {meta_path.parent} "
                     "(runs are found under .npa-workflow/ in the directory they were started from, "
@@ -421,7 +396,8 @@ class LocalRuntime:
         run_dir.mkdir(parents=True, exist_ok=True)
         executions = list(meta.get("executions", []))
         self.execution_name = self.run_id if not executions else f"{self.run_id}-r{len(executions) + 1}"
-        previous_items = self._load_ledger_file(run_dir) if self.options.resume else []
+        if not self.options.resume:  # a run killed before it wrote meta.json left nothing to resume
+            shutil.rmtree(run_dir / AWS_STATE_DIR, ignore_errors=True)
         try:
             server = start_moto_server(self.options.port)
         except RuntimeError as exc:
@@ -435,12 +411,12 @@ class LocalRuntime:
                if self.options.skypilot_endpoint else {}),
         }
         with contextlib.ExitStack() as stack:
-            enter_embedded_aws(stack, server, env, run_dir / "lambdas.log")
+            durable = enter_embedded_aws(stack, server, env, run_dir / "lambdas.log", run_dir / AWS_STATE_DIR)
             stack.enter_context(signals_interrupt())
-            return self._execute(loaded, spec_text, catalog_text, variables, executions, previous_items)
+            return self._execute(loaded, spec_text, catalog_text, variables, executions, durable)
 
     def _execute(self, loaded: LoadedSpec, spec_text: str, catalog_text: str, variables: dict[str, str],
-                 executions: list[dict[str, Any]], previous_items: list[dict[str, Any]]) -> dict[str, Any]:
+                 executions: list[dict[str, Any]], durable: DurableAws) -> dict[str, Any]:
         from npa_workflow.local.report import build_report
 
         engine = wiring.engine_from_environment()
@@ -448,10 +424,15 @@ class LocalRuntime:
         interrupted = False
         deployed: _Deployed | None = None
         status: str | None = None
+        previous_items: list[dict[str, Any]] = []
         try:
+            if self.options.resume:
+                # Everything the run wrote before (ledger, S3 outputs, frozen inputs) is back in place.
+                durable.restore_objects()
             deployed = self._deploy(loaded, engine.ledger)
-            if previous_items:
-                self._restore_ledger(engine.ledger, previous_items)
+            if self.options.resume:
+                durable.restore_items()
+                previous_items = self._ledger_items(engine.ledger)
                 # Jobs still active in the ledger belong to a runtime that died (killed, machine restarted):
                 # their local AWS died with it, so they cannot succeed. Cancel them by exact id (confirmed
                 # gone) so the new execution relaunches those waves instead of adopting them.
@@ -471,7 +452,6 @@ class LocalRuntime:
             if status is None:  # an unexpected error is on its way up: still leave no job behind
                 with contextlib.suppress(Exception), signals_ignored():
                     self._reap(engine, "the local runtime failed", "FAILED")
-                    self._dump_ledger(run_dir, self._ledger_items(engine.ledger))
         with signals_ignored():
             if status == "SUCCEEDED":
                 engine.ledger.update_run_status(self.run_id, RunStatus.SUCCEEDED)
@@ -487,7 +467,6 @@ class LocalRuntime:
             if executions and self.execution_arn:
                 executions[-1].update(status=status, ended_at=utc_now())
             items = self._ledger_items(engine.ledger)
-            self._dump_ledger(run_dir, items)
             self._write_meta(run_dir, loaded, variables, executions)
             report = build_report(
                 run_id=self.run_id, workflow=loaded.spec.name, loaded=loaded, status=status, items=items,
@@ -596,8 +575,6 @@ class LocalRuntime:
         from npa_workflow.engine.watch import watch_pass
 
         failures = 0
-        last_dump = 0.0
-        run_dir = self.home / "runs" / self.run_id
         while True:
             if self._stop.is_set():
                 raise RunInterrupted(self._stop_reason)
@@ -615,11 +592,6 @@ class LocalRuntime:
             self.progress.update(waves, status)
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
-            now = time.monotonic()
-            if now - last_dump >= LEDGER_DUMP_SECONDS:
-                # moto is in-memory: keep ledger.json fresh so a killed process can still be resumed.
-                self._dump_ledger(run_dir, self._ledger_items(engine.ledger))
-                last_dump = now
             self._stop.wait(self.options.tick_seconds)
 
     def _settled_status(self, sfn: Any, status: str) -> str:
@@ -659,21 +631,6 @@ class LocalRuntime:
     def _ledger_items(self, ledger: DynamoLedger) -> list[dict[str, Any]]:
         return ledger_items(ledger, self.run_id)
 
-    def _dump_ledger(self, run_dir: Path, items: list[dict[str, Any]]) -> None:
-        _write_json(run_dir / "ledger.json", {"table": LEDGER_TABLE, "run_id": self.run_id, "items": items})
-
-    def _load_ledger_file(self, run_dir: Path) -> list[dict[str, Any]]:
-        try:
-            doc = json.loads((run_dir / "ledger.json").read_text(encoding="utf-8"))
-            return list(doc["items"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LocalRunError(f"cannot read the ledger of run {self.run_id!r} ({run_dir / 'ledger.json'}): "
-                                f"{exc}") from None
-
-    def _restore_ledger(self, ledger: DynamoLedger, items: list[dict[str, Any]]) -> None:
-        for item in items:
-            ledger.client.put_item(TableName=ledger.table_name, Item=item)
-
     def _write_meta(self, run_dir: Path, loaded: LoadedSpec, variables: dict[str, str],
                     executions: list[dict[str, Any]]) -> None:
         _write_json(run_dir / "meta.json", {
@@ -697,9 +654,11 @@ def embedded_aws_env(server: Any, home: Path, executor: str = "local") -> dict[s
     }
 
 
-def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[str, str], lambdas_log: Path) -> None:
+def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[str, str], lambdas_log: Path,
+                       state_dir: Path) -> DurableAws:
     """Enter, on `stack`, everything a running embedded AWS needs: its environment, moto's fixes, the
-    in-process Lambdas, the handlers' logs to `lambdas_log`; on exit: reset moto's backends and stop it."""
+    in-process Lambdas, the handlers' logs to `lambdas_log`, every DynamoDB/S3 change recorded in `state_dir`
+    (returned: `restore()` puts a previous process's state back); on exit: reset moto's backends and stop it."""
     from npa_workflow.local.moto_lambda import in_process_lambdas
 
     stack.callback(server.stop)
@@ -708,10 +667,11 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.callback(_reset_quietly, server)
     stack.enter_context(process_environment(env))
     stack.callback(wiring.clear_cache)
-    stack.enter_context(serialized_dynamodb_writes())
+    durable = stack.enter_context(durable_aws(state_dir))
     stack.enter_context(moto_task_token_fixes())
     stack.enter_context(in_process_lambdas())
     stack.enter_context(handler_logs_to(lambdas_log))
+    return durable
 
 
 def create_bucket(s3: Any, bucket: str) -> None:

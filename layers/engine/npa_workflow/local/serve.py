@@ -22,7 +22,10 @@ Then, every tick (`tick_seconds`, 0.25 s), the event sources of the cloud stack 
   execution waits on (moto notices a StopExecution only when the waiting Task ends).
 
 Steps run as local processes whose working directory is the spec folder (the serve process changes into it).
-Everything is in memory: stopping serve (Ctrl-C / SIGTERM) reaps every running run and forgets the stack.
+The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`local.durable_aws`),
+with the S3 event source's cursor: a serve restarted on the same home knows every run of the previous one and
+delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
+ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
 Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
 started); `serve.json` there names the endpoint.
 """
@@ -55,6 +58,7 @@ from npa_workflow.engine.inbox import (
     handle_object,
 )
 from npa_workflow.ledger import RunError, RunStatus
+from npa_workflow.local.durable_aws import DurableAws
 from npa_workflow.local.runtime import (
     _S3_BUCKET,
     ENGINE_BUCKET,
@@ -78,6 +82,7 @@ AD_HOC_PREFIX = "npa-workflow-adhoc-"
 ENDED = ("FAILED", "ABORTED", "TIMED_OUT")
 RUNS_TRACKED = 1000
 REAP_SETTLE_SECONDS = 10.0
+OBJECT_EVENTS = "s3-object-created"  # the durable cursor of the S3 event source
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,7 @@ class Serve:
         self._stop = threading.Event()
         self._seen: dict[tuple[str, str], str] = {}
         self._stopped: set[str] = set()  # execution ARNs StopExecution was called for (see record_stops)
+        self._durable: DurableAws | None = None
         self.endpoint_url = ""
 
     def stop(self) -> None:
@@ -174,14 +180,23 @@ class Serve:
         self.endpoint_url = server.endpoint_url
         env = embedded_aws_env(server, self.home, "local")
         with contextlib.ExitStack() as stack:
-            enter_embedded_aws(stack, server, env, self.home / "serve" / "lambdas.log")
+            durable = enter_embedded_aws(stack, server, env, self.home / "serve" / "lambdas.log",
+                                         self.home / "serve" / "aws")
             stack.enter_context(signals_interrupt())
             stack.enter_context(record_stops(self._stopped))
             session = boto3.session.Session(region_name=REGION)
             clients = {name: session.client(name, endpoint_url=self.endpoint_url)
                        for name in ("s3", "iam", "lambda", "stepfunctions")}
             engine = wiring.engine_from_environment()
+            # What a previous serve on this home kept (local.durable_aws): its objects before the deploy (which
+            # then writes the current specs and catalog over them), its ledger after the table exists.
+            durable.restore_objects()
             settings = self._deploy(clients, engine, specs)
+            durable.restore_items()
+            self._durable = durable
+            delivered = durable.delivered(OBJECT_EVENTS)
+            self._seen.update({tuple(json.loads(ident)): etag for ident, etag in delivered.items()})
+            self._recover(engine)
             self._write_serve_json(settings)
             # Steps of inbox-started runs run in the spec folder (the inbox freezes no workdir: jobs inherit ours).
             previous_cwd = os.getcwd()
@@ -259,10 +274,13 @@ class Serve:
                     key, etag = obj["Key"], str(obj.get("ETag", ""))
                     if self._seen.get((bucket, key)) == etag:
                         continue
-                    self._seen[(bucket, key)] = etag
                     if bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX):
                         self._inbox(engine, s3, sfn, settings, bucket, key, etag)
                     on_object_created(engine, bucket, key)
+                    # Delivered: a restarted serve does not deliver it again (killed before this line, it does).
+                    self._seen[(bucket, key)] = etag
+                    if self._durable is not None:
+                        self._durable.record_delivered(OBJECT_EVENTS, json.dumps([bucket, key]), etag)
 
     def _inbox(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings, bucket: str, key: str,
                etag: str) -> None:
@@ -327,6 +345,24 @@ class Serve:
             with contextlib.suppress(Exception):
                 engine.ledger.update_run_status(run_id, RunStatus(status), RunError(state=None, message=reason))
         _say(f"run {run_id}: {status}")
+
+    def _recover(self, engine: Any) -> None:
+        """Runs a previous serve on this home left RUNNING: their executions died with that process (moto's
+        interpreter cannot be resumed). Each is recorded ABORTED with the reason and its jobs cancelled by
+        exact id, so no orphan writes into this stack; `status` and `list` still show it."""
+        from npa_workflow.engine.cleanup import reap
+
+        reason = ("the npa-workflow serve that ran it ended before the run did (killed?); its jobs were "
+                  "cancelled: submit it again")
+        for run in engine.ledger.list_runs(limit=RUNS_TRACKED):
+            if run.status != RunStatus.RUNNING:
+                continue
+            try:
+                reap(engine, run.run_id, reason, status=RunStatus.ABORTED)
+            except Exception as exc:  # noqa: BLE001 - the next runs still get recovered
+                LOG.warning("serve: cannot recover run %s: %s", run.run_id, exc)
+                continue
+            _say(f"run {run.run_id}: ABORTED ({reason})")
 
     def _reap_all(self, engine: Any, sfn: Any, reason: str) -> None:
         from npa_workflow.engine.cleanup import reap

@@ -1,0 +1,293 @@
+"""The embedded AWS survives its process: moto's DynamoDB items and S3 objects, written through to disk.
+
+moto keeps every resource in this process's memory. A local run must outlive the process (kill -9, Ctrl-C, a
+failure then `--resume`; `serve` restarted on the same home), so :class:`DurableAws` hooks the few moto backend
+methods every mutation goes through and, before the request that made the change is answered, records the
+result under a state directory:
+
+- ``state.sqlite`` (WAL): one row per DynamoDB item (table, key → the item as DynamoDB JSON) and per S3 object
+  (bucket, key → the name of its body file), plus the buckets;
+- ``s3/<hash>``: each object's body (written to a temporary file, then renamed over the old one).
+
+A write that returned to its caller is on disk: the kernel has it, so it survives the process being killed.
+(SQLite runs with ``synchronous=NORMAL``: a power loss may lose the last writes; a process crash cannot.)
+
+:meth:`DurableAws.restore_objects` and :meth:`DurableAws.restore_items` put everything back into a fresh moto
+before anything runs, straight into the backends (no HTTP round trip per item), with the journal paused.
+Execution records are not kept: moto's Step Functions interpreter cannot be resumed, so a resumed run is a new
+execution replaying the ledger's waves.
+
+Kept: item attributes and object bodies. Not kept: S3 metadata, tags, versions (local buckets are unversioned),
+table schemas (the stack deploys the ledger table before restoring).
+
+The DynamoDB hooks also serialize writes: DynamoDB applies a conditional write atomically per item; moto's
+server checks the condition and writes without a lock, each request on its own thread. The ledger's launch lock
+and "only the first finish counts" rely on that atomicity.
+
+Seams (moto 5.2.5, checked by `local.moto_lambda`): ``DynamoDBBackend.put_item/update_item/delete_item/
+transact_write_items`` (``batch_write_item`` calls put/delete), ``S3Backend.put_object`` (multipart completion
+and copy call it) and ``S3Backend.delete_object`` (``delete_objects`` calls it), ``S3Backend.create_bucket``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DurableAws", "durable_aws"]
+
+LOG = logging.getLogger(__name__)
+ACCOUNT = "123456789012"  # moto's default account: what the servers' clients use
+REGION = "us-east-1"
+STATE_FILE = "state.sqlite"
+_SCHEMA = """
+create table if not exists items (tbl text not null, key text not null, item text not null, primary key (tbl, key));
+create table if not exists objects (bucket text not null, key text not null, body text not null,
+                                    primary key (bucket, key));
+create table if not exists buckets (name text primary key);
+create table if not exists delivered (source text not null, ident text not null, version text not null,
+                                      primary key (source, ident));
+"""
+
+
+class DurableAws:
+    """The durable state of one embedded AWS, in ``root`` (see the module doc)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.bodies = self.root / "s3"
+        self.bodies.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.root / STATE_FILE, check_same_thread=False, isolation_level=None)
+        self._db.execute("pragma journal_mode=wal")
+        self._db.execute("pragma synchronous=normal")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()  # one writer: the sqlite connection and moto's DynamoDB writes
+        self._paused = threading.local()
+        self._closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._db.close()
+
+    # ------------------------------------------------------------------------------------------ recording
+    def _recording(self) -> bool:
+        # After close, a straggling moto thread (an execution being stopped) writes to a stack that is going away.
+        return not self._closed and not getattr(self._paused, "on", False)
+
+    def record_item(self, table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
+        key_text = json.dumps(key, sort_keys=True)
+        with self._lock:
+            if self._closed:
+                return
+            if item is None:
+                self._db.execute("delete from items where tbl = ? and key = ?", (table, key_text))
+            else:
+                self._db.execute("insert or replace into items values (?, ?, ?)",
+                                 (table, key_text, json.dumps(item, sort_keys=True)))
+
+    def record_object(self, bucket: str, key: str, body: bytes | None) -> None:
+        name = hashlib.sha256(f"{bucket}\0{key}".encode()).hexdigest()
+        path = self.bodies / name
+        with self._lock:
+            if self._closed:
+                return
+            if body is None:
+                self._db.execute("delete from objects where bucket = ? and key = ?", (bucket, key))
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                return
+            tmp = path.with_name(f"{name}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(body)
+            os.replace(tmp, path)
+            self._db.execute("insert or replace into objects values (?, ?, ?)", (bucket, key, name))
+
+    def record_bucket(self, name: str) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._db.execute("insert or ignore into buckets values (?)", (name,))
+
+    # ------------------------------------------------------------------------------------------ restore
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """This thread's writes are not recorded (restoring what is already recorded)."""
+        self._paused.on = True
+        try:
+            yield
+        finally:
+            self._paused.on = False
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {name: self._db.execute(f"select count(*) from {name}").fetchone()[0]  # noqa: S608 - fixed names
+                    for name in ("items", "objects", "buckets")}
+
+    def restore_objects(self) -> int:
+        """Put every recorded bucket and object back into this process's moto (before the stack deploys: what it
+        deploys then wins over what was kept). Returns the number of objects."""
+        from moto.s3.models import s3_backends
+
+        s3 = s3_backends[ACCOUNT]["global"]
+        with self._lock:
+            buckets = [row[0] for row in self._db.execute("select name from buckets")]
+            objects = list(self._db.execute("select bucket, key, body from objects"))
+        restored = 0
+        with self.paused():
+            for name in dict.fromkeys(buckets + [bucket for bucket, _, _ in objects]):
+                if name not in s3.buckets:
+                    s3.create_bucket(name, REGION)
+            for bucket, key, body in objects:
+                try:
+                    value = (self.bodies / body).read_bytes()
+                except FileNotFoundError:  # recorded, then deleted by a process killed in between
+                    LOG.warning("durable S3: the body of s3://%s/%s is missing; skipped", bucket, key)
+                    continue
+                s3.put_object(bucket, key, value, disable_notification=True)
+                restored += 1
+        return restored
+
+    def restore_items(self) -> int:
+        """Put every recorded DynamoDB item back (after the stack created its tables). Returns the number."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        dynamodb = dynamodb_backends[ACCOUNT][REGION]
+        with self._lock:
+            items = list(self._db.execute("select tbl, item from items"))
+        restored = 0
+        with self.paused():
+            for table, item in items:
+                try:
+                    dynamodb.put_item(table, json.loads(item))
+                except Exception as exc:  # noqa: BLE001 - a table this stack no longer deploys
+                    LOG.warning("durable DynamoDB: cannot restore an item of table %s: %s", table, exc)
+                    continue
+                restored += 1
+        return restored
+
+    # ------------------------------------------------------------------------------------------ event cursor
+    def record_delivered(self, source: str, ident: str, version: str) -> None:
+        """An event source's cursor: `ident` (e.g. an S3 object) was delivered at `version` (its ETag)."""
+        with self._lock:
+            if not self._closed:
+                self._db.execute("insert or replace into delivered values (?, ?, ?)", (source, ident, version))
+
+    def delivered(self, source: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._db.execute("select ident, version from delivered where source = ?", (source,)))
+
+
+def _item_key(table: Any, attrs: dict[str, Any]) -> dict[str, Any]:
+    key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+    if table.range_key_attr:
+        key[table.range_key_attr] = attrs[table.range_key_attr]
+    return key
+
+
+def _transact_keys(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    keys = []
+    for entry in transact_items:
+        for op in ("Put", "Update", "Delete"):
+            body = entry.get(op)
+            if body:
+                name = body["TableName"]
+                keys.append((name, body["Key"] if op != "Put" else _item_key(backend.get_table(name), body["Item"])))
+    return keys
+
+
+@contextlib.contextmanager
+def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
+    """Serialize moto's DynamoDB writes and, when ``root`` is given, record every DynamoDB and S3 change there.
+
+    Active (process-wide: moto's backends are) until the block ends.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.s3.models import S3Backend
+
+    state = DurableAws(root) if root is not None else None
+    lock = state._lock if state is not None else threading.RLock()
+    originals: list[tuple[type, str, Any]] = []
+
+    def record(backend: Any, keys: list[tuple[str, dict[str, Any]]]) -> None:
+        if state is None or not state._recording():
+            return
+        for table_name, key in keys:
+            found = backend.get_item(table_name, key)
+            state.record_item(table_name, key, found.to_json()["Attributes"] if found is not None else None)
+
+    def patch(cls: type, name: str, make: Any) -> None:
+        original = cls.__dict__[name]
+        originals.append((cls, name, original))
+        setattr(cls, name, make(original))
+
+    def put_item(original: Any) -> Any:
+        def hooked(self: Any, table_name: str, item_attrs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            with lock:
+                result = original(self, table_name, item_attrs, *args, **kwargs)
+                record(self, [(table_name, _item_key(self.get_table(table_name), item_attrs))])
+                return result
+        return hooked
+
+    def keyed(original: Any) -> Any:  # update_item / delete_item (self, table_name, key, ...)
+        def hooked(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            with lock:
+                result = original(self, table_name, key, *args, **kwargs)
+                record(self, [(table_name, key)])
+                return result
+        return hooked
+
+    def transact(original: Any) -> Any:
+        def hooked(self: Any, transact_items: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+            with lock:
+                result = original(self, transact_items, *args, **kwargs)
+                record(self, _transact_keys(self, transact_items))
+                return result
+        return hooked
+
+    def put_object(original: Any) -> Any:
+        def hooked(self: Any, bucket_name: str, key_name: str, value: bytes, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, bucket_name, key_name, value, *args, **kwargs)
+            if state is not None and state._recording():
+                state.record_object(bucket_name, key_name, result.value)
+            return result
+        return hooked
+
+    def delete_object(original: Any) -> Any:
+        def hooked(self: Any, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, bucket_name, key_name, *args, **kwargs)
+            if state is not None and state._recording() and key_name not in self.get_bucket(bucket_name).keys:
+                state.record_object(bucket_name, key_name, None)
+            return result
+        return hooked
+
+    def create_bucket(original: Any) -> Any:
+        def hooked(self: Any, bucket_name: str, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, bucket_name, *args, **kwargs)
+            if state is not None and state._recording():
+                state.record_bucket(bucket_name)
+            return result
+        return hooked
+
+    patch(DynamoDBBackend, "put_item", put_item)
+    patch(DynamoDBBackend, "update_item", keyed)
+    patch(DynamoDBBackend, "delete_item", keyed)
+    patch(DynamoDBBackend, "transact_write_items", transact)
+    if state is not None:
+        patch(S3Backend, "put_object", put_object)
+        patch(S3Backend, "delete_object", delete_object)
+        patch(S3Backend, "create_bucket", create_bucket)
+    try:
+        yield state
+    finally:
+        for cls, name, original in reversed(originals):
+            setattr(cls, name, original)
+        if state is not None:
+            state.close()

@@ -1,0 +1,169 @@
+"""A local run survives its process: after a failure, Ctrl-C, or kill -9 during a launch, mid-wave or during a
+decide, `--resume` continues with the outputs of the waves that succeeded before still in the local S3, relaunches
+none of them, and leaves no process of the run behind.
+
+The spec's later states read earlier states' outputs across the interruption: `train` reads `prepare`'s dataset,
+`gate` reads `train`'s metrics and its decision is read by the decide Lambda, `publish` reads the metrics again.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_support import (  # noqa: E402
+    aws_client,
+    free_port,
+    job_gone,
+    run,
+    start_cli,
+    wait_until,
+    workspace,
+    write_spec,
+)
+
+from npa_workflow.ledger import DynamoLedger  # noqa: E402
+from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+SPEC = """\
+config:
+  bucket: npa-workflow-examples
+  prefix: "durable/{{run.id}}"
+  dataset_uri: "s3://{{config.bucket}}/{{config.prefix}}/dataset.json"
+  metrics_uri: "s3://{{config.bucket}}/{{config.prefix}}/metrics.json"
+  decision_uri: "s3://{{config.bucket}}/{{config.prefix}}/decision.json"
+  report_uri: "s3://{{config.bucket}}/{{config.prefix}}/report.json"
+  learning_rate: "0.01"
+  train_sleep: "0"
+  train_fail_below_attempt: ""
+  gate_decision: promote_checkpoint
+initial: prepare
+states:
+  prepare:
+    toolRef: examples.data.prepare
+    outputs: [{uri: "{{config.dataset_uri}}", schema: dataset}]
+    next: train
+  train:
+    toolRef: examples.train.fit
+    inputs: [{uri: "{{config.dataset_uri}}", schema: dataset}]
+    outputs: [{uri: "{{config.metrics_uri}}", schema: metrics}]
+    next: gate
+  gate:
+    toolRef: examples.eval.gate
+    inputs: [{uri: "{{config.metrics_uri}}", schema: metrics}]
+    outputs: [{uri: "{{config.decision_uri}}", schema: decision}]
+    transitions:
+      - when: promote_checkpoint
+        goto: publish
+    next: publish
+  publish:
+    toolRef: examples.report.publish
+    terminal: true
+    params:
+      report_title: resumed
+      report_source_uri: "{{config.metrics_uri}}"
+    outputs: [{uri: "{{config.report_uri}}", schema: report}]
+"""
+
+
+def _history(endpoint: str, run_id: str) -> list[dict[str, Any]]:
+    sfn = aws_client("stepfunctions", endpoint)
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        arn = machine["stateMachineArn"].replace(":stateMachine:", ":execution:") + f":{run_id}"
+        return sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return []
+
+
+def _scheduled(endpoint: str, run_id: str, function: str, state: str | None = None) -> bool:
+    """A Task invoking `function` (for `state`) was scheduled: the Lambda is running or about to."""
+    for event in _history(endpoint, run_id):
+        params = (event.get("taskScheduledEventDetails") or {}).get("parameters", "")
+        if f"npa-workflow-{function}" in params and (state is None or f'"{state}"' in params):
+            return True
+    return False
+
+
+def _wave_running(ledger: DynamoLedger, run_id: str, state: str) -> bool:
+    return any(w.state == state and w.job_id and w.status.value == "RUNNING" for w in ledger.attempts(run_id))
+
+
+MOMENTS = {
+    # kill as soon as the launch Task of `train` is scheduled (prepare has succeeded and written the dataset)
+    "during-launch": lambda endpoint, ledger, run_id: _scheduled(endpoint, run_id, "launch", "train"),
+    "mid-wave": lambda endpoint, ledger, run_id: _wave_running(ledger, run_id, "train"),
+    # kill as soon as the decide Lambda of `gate` is scheduled (it reads the decision the gate wrote)
+    "during-decide": lambda endpoint, ledger, run_id: _scheduled(endpoint, run_id, "decide"),
+}
+
+
+def _check_resumed(report: dict[str, Any], home: Path) -> None:
+    assert report["status"] == "SUCCEEDED", report["error"]
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for wave in report["waves"]:
+        by_key[(wave["state"], wave["group"], wave["iteration"])].append(wave)
+    assert {key[0] for key in by_key} == {"prepare", "train", "gate", "publish"}
+    for key, attempts in by_key.items():
+        succeeded = [w for w in attempts if w["status"] == "SUCCEEDED"]
+        assert len(succeeded) == 1, (key, attempts)  # a wave that had succeeded was not launched again
+        if any(w["replayed"] for w in attempts):
+            assert succeeded[0]["replayed"], (key, attempts)
+            assert succeeded[0]["attempt"] == max(w["attempt"] for w in attempts), (key, attempts)
+    for wave in report["waves"]:
+        if wave["job_id"]:
+            assert job_gone(home, wave["job_id"]), f"{wave['state']}: job {wave['job_id']} still has a process"
+    assert any(w["replayed"] for w in by_key[("prepare", None, None)])  # prepare succeeded before the interruption
+
+
+def test_a_failed_run_resumed_with_a_fixed_var_reads_the_outputs_of_its_first_execution(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    spec = write_spec(ws, "durable", SPEC)
+    home = tmp_path / "home"
+    failed = run(spec, home, run_id="dur-fail", variables={"train_fail_below_attempt": "2"})
+    assert failed["status"] == "FAILED"
+    assert [w["status"] for w in failed["waves"] if w["state"] == "train"] == ["FAILED"]
+    resumed = run(spec, home, run_id="dur-fail", resume=True, variables={"train_fail_below_attempt": "1"})
+    _check_resumed(resumed, home)
+    assert [(w["attempt"], w["status"]) for w in resumed["waves"] if w["state"] == "train"] == [
+        (1, "FAILED"), (2, "SUCCEEDED")]
+
+
+@pytest.mark.parametrize(("sig", "moment"), [(signal.SIGKILL, m) for m in sorted(MOMENTS)] + [
+    (signal.SIGINT, "mid-wave")], ids=[f"kill-9-{m}" for m in sorted(MOMENTS)] + ["ctrl-c-mid-wave"])
+def test_an_interrupted_run_resumes_with_its_outputs_in_place(tmp_path: Path, sig: signal.Signals,
+                                                              moment: str) -> None:
+    ws = workspace(tmp_path)
+    spec = write_spec(ws, "durable", SPEC)
+    home, port, run_id = tmp_path / "home", free_port(), f"dur-{moment}"
+    # a long train wave makes "mid-wave" easy to hit; the other moments are before or after it
+    sleep = "30" if moment == "mid-wave" else "0"
+    proc = start_cli("run", str(spec), "--run-id", run_id, "--local-port", str(port), "--json",
+                     "--var", f"train_sleep={sleep}", home=home, cwd=ws)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", endpoint))
+        wait_until(lambda: MOMENTS[moment](endpoint, ledger, run_id), 60, f"the run never reached {moment}",
+                   interval=0.02)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Traceback" not in err
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130), err
+    time.sleep(0.1)
+    resumed = run(spec, home, run_id=run_id, resume=True, variables={"train_sleep": "0"})
+    _check_resumed(resumed, home)
+    assert resumed["execution_arn"].endswith(f":{run_id}-r2")
+    report = json.loads((home / "runs" / run_id / "report.json").read_text())
+    assert report["status"] == "SUCCEEDED"
