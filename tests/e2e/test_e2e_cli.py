@@ -45,13 +45,13 @@ def test_a_trigger_waits_until_the_objects_land_and_records_the_watermark(tmp_pa
         s3 = aws_client("s3", endpoint)
         landing = f"trigger/{run_id}/landing/"
         wait_until(lambda: ledger.watermark(run_id, "ingest"), 60, "the trigger never started waiting")
-        s3.put_object(Bucket="npa-workflow-examples", Key=landing + "a.csv", Body=b"a,1\n")
+        s3.put_object(Bucket="npa-workflow-local", Key=landing + "a.csv", Body=b"a,1\n")
         time.sleep(2.5)
         assert proc.poll() is None, "the run did not wait for the second object"
         mark = ledger.watermark(run_id, "ingest")
         assert mark is not None and not mark.satisfied
         landed = time.time()
-        s3.put_object(Bucket="npa-workflow-examples", Key=landing + "b.csv", Body=b"b,2\n")
+        s3.put_object(Bucket="npa-workflow-local", Key=landing + "b.csv", Body=b"b,2\n")
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -64,7 +64,7 @@ def test_a_trigger_waits_until_the_objects_land_and_records_the_watermark(tmp_pa
     check_shape(report)
     assert report["status"] == "SUCCEEDED"
     assert report["watermarks"] == [
-        {"state": "ingest", "uri": f"s3://npa-workflow-examples/{landing}", "objects": 2}]
+        {"state": "ingest", "uri": f"s3://npa-workflow-local/{landing}", "objects": 2}]
     assert ts(only(report, "ingest")["started_at"]) >= landed - 1  # second precision of the upload clock
     assert [w["state"] for w in report["waves"]] == ["ingest", "publish"]
 

@@ -177,7 +177,7 @@ def test_max_wait_seconds_cancels_a_hanging_job_and_fails_the_run(tmp_path: Path
 def test_a_malformed_decision_fails_the_run_naming_its_uri(tmp_path: Path) -> None:
     report = run(SPECS / "gate-loop.yaml", tmp_path / "home", variables={"gate_malformed": "not-json"})
     assert report["status"] == "FAILED"
-    uri = f"s3://npa-workflow-examples/gate-loop/{report['run_id']}/refine/round-1/decision.json"
+    uri = f"s3://npa-workflow-local/gate-loop/{report['run_id']}/refine/round-1/decision.json"
     assert uri in report["error"]["message"]
     assert report["error"]["state"] == "gate"
     assert [(d["state"], d["uri"], d["decision"]) for d in report["decisions"]] == [("gate", uri, None)]

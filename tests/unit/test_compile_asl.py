@@ -70,8 +70,9 @@ def test_leaf_task_has_timeouts_and_separate_retry_budgets():
     )
     a = states_of(m)["a"]
     assert a["TimeoutSeconds"] == 900 and a["HeartbeatSeconds"] == 120
-    budgets = {r["ErrorEquals"][0]: r["MaxAttempts"] for r in a["Retry"]}
+    budgets = {r["ErrorEquals"][0]: r["MaxAttempts"] for r in a["Retry"][1:]}
     assert budgets == {"Wave.Failed": 2, "Wave.InfrastructureFailed": 3}
+    assert a["Retry"][0]["ErrorEquals"][0].startswith("Lambda.")  # the service retrier comes first
     assert a["ResultPath"] is None
 
 
@@ -79,7 +80,8 @@ def test_no_retry_block_and_no_timeout_when_disabled():
     m = compiled("states:\n  a: {run: {shell: x}, terminal: true}\n", max_infrastructure_recoveries=0,
                  max_wait_seconds=0)
     a = states_of(m)["a"]
-    assert "Retry" not in a and "TimeoutSeconds" not in a
+    assert "TimeoutSeconds" not in a
+    assert [r["ErrorEquals"][0] for r in a["Retry"]] == ["Lambda.ServiceException"]  # no wave budget left
 
 
 def test_parallel_group_is_a_map_whose_size_does_not_grow_with_members():

@@ -55,7 +55,7 @@ def test_unknown_config_and_run_tokens_in_config(spec_error):
     err = spec_error("config: {a: '{{config.nope}}', b: '{{run.nope}}', c: '{{params.x}}'}\n" + STATES)
     assert [(p.path, p.message, p.hint) for p in err.problems] == [
         ("config.a", "unknown config token: config.nope", "add 'nope' to config"),
-        ("config.b", "unknown run token: run.nope", "known run keys: id, prefix"),
+        ("config.b", "unknown run token: run.nope", "known run keys: bucket, id, prefix"),
         ("config.c", "unrecognised token {{params.x}}", "params are read as {{config.KEY}}"),
     ]
 
@@ -70,11 +70,19 @@ def test_run_prefix_in_config_is_the_default_prefix():
     ctx = resolved({"x": "{{run.prefix}}/foo", "prefix": "pp/{{run.id}}"})
     assert ctx.config["x"] == "t/r1/foo"
     assert ctx.config["prefix"] == "pp/r1"
-    assert ctx.run == {"id": "r1", "prefix": "pp/r1"}
+    assert ctx.run == {"id": "r1", "prefix": "pp/r1", "bucket": "npa-workflow-local"}
 
 
 def test_run_prefix_defaults_to_workflow_and_run_id():
-    assert resolved({}).run == {"id": "r1", "prefix": "t/r1"}
+    assert resolved({}).run == {"id": "r1", "prefix": "t/r1", "bucket": "npa-workflow-local"}
+
+
+def test_run_bucket_is_the_deployments_bucket_and_wins_over_the_run_block():
+    """`{{run.bucket}}`: the stack's own bucket (examples must not name a globally named bucket they do not own)."""
+    text = {"out": "s3://{{run.bucket}}/{{run.prefix}}/x.json"}
+    assert resolved(text).config["out"] == "s3://npa-workflow-local/t/r1/x.json"  # no deployment known: local
+    ctx, problems = resolve_config(text, "t", "r1", {"bucket": "mine"}, "stack-bucket-123")
+    assert not problems and ctx.config["out"] == "s3://stack-bucket-123/t/r1/x.json"
 
 
 def test_run_block_extends_the_run_mapping_but_not_its_id():

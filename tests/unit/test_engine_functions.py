@@ -213,9 +213,13 @@ def test_cleanup_cancels_the_running_job_and_returns_the_root_cause(engine):
     engine.runs.freeze("r3", spec, "", {}, RunOptions())
     engine.ledger.put_run(RunRecord(run_id="r3", workflow="t"))
     started = launch(engine, {"run_id": "r3", "state": "work", "loops": {"l1": 1}, "token": "t1"})
-    result = cleanup(engine, {"run_id": "r3", "state": "work", "loops": {"l1": 1},
+    result = cleanup(engine, {"run_id": "r3", "state": "work", "loops": {"l1": 1}, "deadline": {"timeoutSeconds": 900},
                               "error": {"Error": "States.Timeout", "Cause": None}})
-    assert result["error"] == "States.Timeout" and "timed out" in result["cause"]
+    # A Fail state may not re-raise a `States.*` name (AWS: States.Runtime "Custom Error Names MUST NOT begin
+    # with the prefix 'States.'"): cleanup answers the project's own name, saying which deadline and how to raise it.
+    assert result["error"] == "Wave.TimedOut"
+    assert "state 'work' timed out: it ran past its deadline of 900 s" in result["cause"]
+    assert "timeoutSeconds" in result["cause"] and "--max-wait-seconds" in result["cause"]
     assert started["job_id"] in result["cause"]
     info = engine.executor.local.statuses([started["job_id"]])[started["job_id"]]
     assert info.status == "CANCELLED"

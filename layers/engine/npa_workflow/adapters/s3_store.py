@@ -11,10 +11,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from npa_workflow.engine.ports import Listing
+from npa_workflow.engine.ports import Listing, StoreAccessDenied
 
 SAMPLE_SIZE = 5
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchBucket"})
+# HeadObject has no body, so a denied HEAD answers a bare "403"/"Forbidden"; GET/List say AccessDenied.
+# A KMS-encrypted object the role may not decrypt answers AccessDenied (or KMS.*) as well.
+_DENIED = frozenset({"403", "AccessDenied", "Forbidden", "AllAccessDisabled", "InvalidObjectState",
+                     "KMS.AccessDeniedException", "KMS.DisabledException"})
+# The permission each operation needs (named in the error a user reads).
+_NEEDS = {"HeadObject": "s3:GetObject", "GetObject": "s3:GetObject", "ListObjectsV2": "s3:ListBucket",
+          "PutObject": "s3:PutObject"}
 
 
 class S3UriError(ValueError):
@@ -33,6 +40,22 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
 
 def _missing(exc: ClientError) -> bool:
     return str(exc.response.get("Error", {}).get("Code", "")) in _MISSING
+
+
+def _denied(exc: ClientError, uri: str, operation: str) -> StoreAccessDenied | None:
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    if code not in _DENIED:
+        return None
+    need = _NEEDS.get(operation, "s3:*")
+    return StoreAccessDenied(uri, operation, f"S3 answered {code}; the role needs {need} on it "
+                                             "(and kms:Decrypt if the bucket uses a customer-managed key)")
+
+
+def _raise(exc: ClientError, uri: str, operation: str) -> None:
+    denied = _denied(exc, uri, operation)
+    if denied is not None:
+        raise denied from None
+    raise exc
 
 
 class S3Store:
@@ -60,6 +83,7 @@ class S3Store:
         except ClientError as exc:
             if _missing(exc):
                 return None
+            _raise(exc, uri, "GetObject")
             raise
 
     def put(self, uri: str, body: bytes) -> None:
@@ -91,6 +115,7 @@ class S3Store:
         except ClientError as exc:
             if _missing(exc):
                 return Listing(count=seen, sample=sample)
+            _raise(exc, prefix_uri, "ListObjectsV2")
             raise
 
     def non_empty(self, uri: str) -> bool:
@@ -112,4 +137,5 @@ class S3Store:
         except ClientError as exc:
             if _missing(exc):
                 return False
+            _raise(exc, uri, "HeadObject" if key and not key.endswith("/") else "ListObjectsV2")
             raise

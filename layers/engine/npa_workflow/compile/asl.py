@@ -34,6 +34,28 @@ WAVE_FAILED = "Wave.Failed"
 WAVE_INFRA_FAILED = "Wave.InfrastructureFailed"
 INLINE_MAP_LIMIT = 40
 
+# AWS's recommended retrier for `lambda:invoke` Tasks: these are the Lambda service's transient
+# errors (throttling, service faults, the SDK losing the connection) — the function never ran, or
+# ran and its answer was lost. They are retried with backoff on their own budget, before and apart
+# from the wave budgets, so a throttled 40-member fan-out does not spend `Wave.*` retries or fail
+# the run. Order matters: Step Functions uses the first retrier whose ErrorEquals matches.
+# Re-invoking launch is safe: it is idempotent by the ledger's launch lock (a second call adopts
+# the recorded attempt and takes the new token; it never submits a second job).
+LAMBDA_SERVICE_ERRORS = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+)
+LAMBDA_RETRY: dict[str, Any] = {
+    "ErrorEquals": list(LAMBDA_SERVICE_ERRORS),
+    "IntervalSeconds": 2,
+    "MaxAttempts": 6,
+    "BackoffRate": 2.0,
+    "MaxDelaySeconds": 60,
+    "JitterStrategy": "FULL",
+}
+
 # A predicate holds when the normalized decision equals this value (decisions.predicate).
 _PREDICATE_VALUE = {"promote_checkpoint": decisions.PROMOTE, "loop_back": decisions.LOOP_BACK}
 
@@ -78,11 +100,26 @@ def group_keys(spec: Spec) -> dict[str, str]:
 
 
 def _task(resource_fn: str, payload: dict[str, Any], *, wait: bool) -> dict[str, Any]:
+    """Every Lambda Task starts with the Lambda service-error retrier (see LAMBDA_RETRY)."""
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::lambda:invoke" + (".waitForTaskToken" if wait else ""),
         "Parameters": {"FunctionName": resource_fn, "Payload": payload},
+        "Retry": [dict(LAMBDA_RETRY, ErrorEquals=list(LAMBDA_SERVICE_ERRORS))],
     }
+
+
+def _deadline_of(state: dict[str, Any]) -> dict[str, int]:
+    """TimeoutSeconds/HeartbeatSeconds of a Task, or of the wave Task inside a Map's processor."""
+    tasks = [state]
+    if state.get("Type") == "Map":
+        tasks = [s for s in state["ItemProcessor"]["States"].values() if s.get("Type") == "Task"]
+    found: dict[str, int] = {}
+    for task in tasks:
+        for field_name, key in (("TimeoutSeconds", "timeoutSeconds"), ("HeartbeatSeconds", "heartbeatSeconds")):
+            if field_name in task:
+                found[key] = max(found.get(key, 0), int(task[field_name]))
+    return found
 
 
 class _Compiler:
@@ -122,20 +159,21 @@ class _Compiler:
                 heartbeat = min(heartbeat, self.opt.max_wait_seconds - 1)
             if heartbeat > 0:
                 task["HeartbeatSeconds"] = heartbeat
-        retry = []
+        retry = task["Retry"]
         if self.opt.retries > 0:
             retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": self.opt.retries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
         if self.opt.max_infrastructure_recoveries > 0:
             retry.append({"ErrorEquals": [WAVE_INFRA_FAILED], "MaxAttempts": self.opt.max_infrastructure_recoveries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
-        if retry:
-            task["Retry"] = retry
         return task
 
     def with_catch(self, state: dict[str, Any], owner_asl: str, owner_spec: str) -> dict[str, Any]:
         cleanup = self.names.helper(owner_asl, "cleanup")
         payload = {**self.base_payload(owner_spec), "error.$": "$.error"}
+        deadline = _deadline_of(state)
+        if deadline:  # cleanup names the deadline a timed-out state ran past (Wave.TimedOut's message)
+            payload["deadline"] = deadline
         task = _task(self.opt.cleanup_arn, payload, wait=False)
         task["ResultSelector"] = {"Error.$": "$.Payload.error", "Cause.$": "$.Payload.cause"}
         task["ResultPath"] = "$.failure"

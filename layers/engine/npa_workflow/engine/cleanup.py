@@ -12,7 +12,14 @@ import json
 from typing import Any
 
 from npa_workflow.engine.context import Engine
+from npa_workflow.engine.errors import RUN_FAILED, WAVE_FAILED, WAVE_TIMED_OUT
 from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveStatus
+
+# AWS names a missed heartbeat States.HeartbeatTimeout; moto and LocalStack say States.Timeout for both.
+TIMEOUT_ERRORS = ("States.Timeout", "States.HeartbeatTimeout")
+# A Distributed Map whose member failed fails as a whole with this (tolerated failures: 0). A member that
+# failed as a wave left its error in the ledger; one that timed out inside its child execution did not.
+MAP_THRESHOLD = "States.ExceedToleratedFailureThreshold"
 
 
 def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
@@ -75,12 +82,28 @@ def leave_running(engine: Engine, run_id: str, reason: str) -> list[str]:
     return [w.job_id for w in waves if w.job_id]
 
 
+def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member_of_map: bool) -> str:
+    """Which state ran past which deadline, and how to raise it."""
+    timeout, heartbeat = deadline.get("timeoutSeconds"), deadline.get("heartbeatSeconds")
+    who = f"a member of group '{owner}'" if member_of_map else f"state '{owner}'"
+    if error_name == "States.HeartbeatTimeout":
+        return (f"{who} sent no heartbeat for {heartbeat or '?'} s (States.HeartbeatTimeout): the watch function "
+                "did not see its job alive — check the watch schedule and the watch function's logs")
+    limit = f" of {timeout} s" if timeout else ""
+    return (f"{who} timed out: it ran past its deadline{limit} ({error_name}); raise it with `timeoutSeconds` "
+            "on the state, or `--max-wait-seconds` for the run")
+
+
 def cleanup(engine: Engine, event: dict[str, Any]) -> dict[str, str]:
+    """The Catch target. Returns the `{"error", "cause"}` that `run.failed` fails the execution with; the
+    error is always a project name (`Wave.*`, `Decision.*`, …), never a `States.*` one."""
     run_id, owner = event["run_id"], event["state"]
     error = event.get("error") or {}
     error_name = str(error.get("Error") or "States.Runtime")
     cause = _readable_cause(str(error.get("Cause") or ""))
-    timed_out = error_name in ("States.Timeout", "States.HeartbeatTimeout")
+    root = _root_cause(engine, run_id)
+    member_timeout = error_name == MAP_THRESHOLD and root is None
+    timed_out = error_name in TIMEOUT_ERRORS or member_timeout
     if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
         reason = f"state '{owner}' timed out; its job is left running (--no-cancel-on-timeout)"
         leave_running(engine, run_id, reason)
@@ -88,16 +111,17 @@ def cleanup(engine: Engine, event: dict[str, Any]) -> dict[str, str]:
     else:
         reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
         cancelled = cancel_active(engine, run_id, reason)
-    root = _root_cause(engine, run_id)
     if timed_out:
         jobs = ", ".join(cancelled) or "none"
-        state, message = owner, f"state '{owner}' timed out ({error_name}); cancelled job(s): {jobs}"
+        text = _deadline_text(owner, error_name, event.get("deadline") or {}, member_timeout)
+        state, message, name = owner, f"{text}; cancelled job(s): {jobs}", WAVE_TIMED_OUT
     elif root is not None:
-        state, message = root
+        (state, message), name = root, (error_name if not error_name.startswith("States.") else WAVE_FAILED)
     else:
         state, message = owner, cause or f"state '{owner}' failed with {error_name}"
+        name = RUN_FAILED if error_name.startswith("States.") else error_name
     engine.ledger.update_run_status(run_id, RunStatus.FAILED, RunError(state=state, message=message))
-    return {"error": error_name, "cause": message}
+    return {"error": name, "cause": message}
 
 
 def reap(engine: Engine, run_id: str, reason: str, status: RunStatus = RunStatus.ABORTED) -> list[str]:

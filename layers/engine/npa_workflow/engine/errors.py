@@ -12,6 +12,11 @@ WAVE_CONFIGURATION_FAILED = "Wave.ConfigurationFailed"
 WAVE_CANCELLED = "Wave.Cancelled"
 WAVE_LOST = "Wave.Lost"
 TRIGGER_FAILED = "Trigger.Failed"
+# What `run.failed` fails an execution with when the caught error is Step Functions' own: a Fail state's
+# Error may not begin with `States.` (AWS answers States.Runtime "Custom Error Names MUST NOT begin with
+# the prefix 'States.'"), so cleanup never returns a `States.*` name.
+WAVE_TIMED_OUT = "Wave.TimedOut"
+RUN_FAILED = "Run.Failed"
 
 
 class EngineError(Exception):

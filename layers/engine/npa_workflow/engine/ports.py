@@ -83,6 +83,16 @@ class Listing:
     sample: list[str] = field(default_factory=list)
 
 
+class StoreAccessDenied(Exception):
+    """The store refused to read `uri` (S3 403: the caller's role lacks the permission, or a bucket
+    policy/KMS key denies it). A wave whose output cannot be read fails alone; other waves go on."""
+
+    def __init__(self, uri: str, operation: str, detail: str = "") -> None:
+        super().__init__(f"access denied reading {uri} ({operation}){': ' + detail if detail else ''}")
+        self.uri = uri
+        self.operation = operation
+
+
 class ObjectStore(Protocol):
     def get(self, uri: str) -> bytes | None:
         """The object's body, or None when it does not exist."""

@@ -112,7 +112,8 @@ class RunStore:
         # Validated with its policy when the run was accepted: unknown keys it allowed stay allowed.
         loaded = validate_document(raw, file="spec.yaml", catalog=catalog, overrides=variables,
                                    allow_unknown_keys=True)
-        run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, run_id, loaded.spec.run)
+        # `{{run.bucket}}` is this deployment's bucket: the one the run is frozen in.
+        run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, run_id, loaded.spec.run, self.bucket)
         frozen = FrozenRun(run_id, loaded, variables, RunOptions.from_json(doc.get("options", {})), run_ctx)
         with self._lock:
             self._cache[run_id] = frozen

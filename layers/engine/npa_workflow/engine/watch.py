@@ -5,17 +5,35 @@ heartbeats to running ones; then a re-count of every waiting trigger prefix.
 A wave succeeds only when its job succeeded *and* every declared output exists and is
 non-empty. Every transition goes through the ledger's conditional finish, so the watch pass,
 cleanup and reap can race without completing a token twice.
+
+Scale (docs/cloud.md, bench/watch_scale.py): after the one executor call, each wave is tended on
+a thread pool (boto3 clients are thread-safe), finished waves first; the pass stops taking new work
+when its budget (the Lambda's remaining time, less a margin) runs out and leaves the rest to the next
+tick. A wave costs calls only when something changed: the ledger is written when its status or job
+id changes, a heartbeat is sent when one is due (`heartbeat_every_seconds`), not every tick.
+
+Isolation: one wave's failure never stops the pass. An output the watch role cannot read (S3 403)
+fails that wave alone as `Wave.ConfigurationFailed`, naming the URI and the missing permission; any
+other error is reported (`WatchReport.errors`) and the wave is tended again next tick.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from npa_workflow.engine import errors
 from npa_workflow.engine.context import Engine
-from npa_workflow.engine.ports import Observation, TrackedJob
+from npa_workflow.engine.ports import Observation, StoreAccessDenied, TrackedJob
 from npa_workflow.engine.watermarks import recount_watches
 from npa_workflow.ledger import ErrorCategory, WaveAttempt, WaveStatus
+
+LOG = logging.getLogger(__name__)
 
 _FAILURES = {
     "failed": (errors.WAVE_FAILED, ErrorCategory.WORKLOAD),
@@ -24,6 +42,11 @@ _FAILURES = {
     "cancelled": (errors.WAVE_CANCELLED, ErrorCategory.CANCELLED),
     "lost": (errors.WAVE_LOST, ErrorCategory.INFRASTRUCTURE),
 }
+WORKERS = 32  # I/O-bound calls (DynamoDB, Step Functions, S3): threads, not cores
+BUDGET_MARGIN_SECONDS = 5.0  # left to the handler after the pass (logging, metrics, the return)
+# Seconds between heartbeats of one token; 0 = every pass. The deployed machines' HeartbeatSeconds is 300
+# and the watch runs every 60 s, so 120 s keeps a beat at most 180 s apart, inside the 300 s.
+HEARTBEAT_EVERY_ENV = "NPA_WORKFLOW_HEARTBEAT_EVERY_SECONDS"
 
 
 @dataclass
@@ -33,6 +56,35 @@ class WatchReport:
     succeeded: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     triggers_completed: int = 0
+    heartbeats: int = 0
+    deferred: int = 0  # waves left to the next tick: the pass ran out of budget
+    errors: list[str] = field(default_factory=list)  # one line per wave whose tending failed
+
+
+class HeartbeatClock:
+    """When each token was last heartbeaten (this process: a warm Lambda keeps it across ticks, a cold
+    one starts empty and beats every token once — never later than due)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def due(self, token: str, every: float, now: float) -> bool:
+        with self._lock:
+            last = self._last.get(token)
+        return last is None or every <= 0 or now - last >= every
+
+    def beat(self, token: str, now: float) -> None:
+        with self._lock:
+            self._last[token] = now
+
+    def keep_only(self, tokens: set[str]) -> None:
+        with self._lock:
+            for token in set(self._last) - tokens:
+                del self._last[token]
+
+
+_CLOCK = HeartbeatClock()
 
 
 def _key(wave: WaveAttempt) -> str:
@@ -43,67 +95,153 @@ def missing_outputs(engine: Engine, outputs: list[str]) -> list[str]:
     return [uri for uri in outputs if not engine.store.non_empty(uri)]
 
 
-def _finish(engine: Engine, wave: WaveAttempt, obs: Observation, report: WatchReport) -> None:
-    if obs.outcome == "succeeded":
-        missing = missing_outputs(engine, wave.outputs)
-        if not missing:
-            if engine.ledger.finish_attempt(wave.run_id, wave.wave_key, wave.attempt, WaveStatus.SUCCEEDED,
-                                            started_at=obs.started_at, ended_at=obs.ended_at):
-                report.succeeded.append(wave.wave_key)
-                if wave.task_token:
-                    engine.callbacks.succeed(wave.task_token, {"state": wave.state, "job_id": wave.job_id})
+class _Pass:
+    def __init__(self, engine: Engine, deadline: float | None, heartbeat_every: float, clock: HeartbeatClock,
+                 now: Callable[[], float]) -> None:
+        self.engine = engine
+        self.deadline = deadline
+        self.heartbeat_every = heartbeat_every
+        self.clock = clock
+        self.now = now
+        self.report = WatchReport()
+        self.lock = threading.Lock()
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and self.now() >= self.deadline
+
+    def add(self, **deltas: int) -> None:
+        with self.lock:
+            for name, delta in deltas.items():
+                setattr(self.report, name, getattr(self.report, name) + delta)
+
+    def append(self, name: str, value: str) -> None:
+        with self.lock:
+            getattr(self.report, name).append(value)
+
+    def heartbeat(self, wave: WaveAttempt) -> None:
+        token = wave.task_token
+        if not token:
             return
-        outcome, message = "failed", "completed without declared output(s): " + ", ".join(missing)
-    else:
-        outcome, message = obs.outcome, obs.message or obs.outcome.replace("_", " ")
-    error_name, category = _FAILURES[outcome]
-    text = f"state '{wave.state}' (job {wave.job_id or '?'}): {message}"
-    status = WaveStatus.CANCELLED if outcome == "cancelled" else WaveStatus.FAILED
-    if engine.ledger.finish_attempt(wave.run_id, wave.wave_key, wave.attempt, status, text, category,
-                                    started_at=obs.started_at, ended_at=obs.ended_at):
-        report.failed.append(wave.wave_key)
-        if wave.task_token:
-            engine.callbacks.fail(wave.task_token, error_name, text)
+        at = self.now()
+        if self.clock.due(token, self.heartbeat_every, at):
+            self.engine.callbacks.heartbeat(token)
+            self.clock.beat(token, at)
+            self.add(heartbeats=1)
 
+    # -- one wave ------------------------------------------------------------------------------
+    def tend(self, wave: WaveAttempt, obs: Observation) -> None:
+        if self.out_of_time():
+            self.add(deferred=1)
+            return
+        try:
+            self._tend(wave, obs)
+        except Exception as exc:  # noqa: BLE001 - one wave's trouble must not stop the others
+            LOG.warning("watch: wave %s/%s attempt %s: %s", wave.run_id, wave.wave_key, wave.attempt, exc)
+            self.append("errors", f"run {wave.run_id} state '{wave.state}' ({wave.wave_key}): "
+                                  f"{type(exc).__name__}: {exc}")
 
-def _reconcile_unknown(engine: Engine, waves: list[WaveAttempt]) -> None:
-    """A launch whose outcome is unknown: adopt the job if the scheduler has exactly one with the
-    attempt's name; otherwise keep waiting (heartbeat) — the Task's timeout bounds the wait."""
-    for wave in waves:
-        if wave.status != WaveStatus.UNKNOWN or wave.job_id or wave.request_id or not wave.job_name:
-            continue
-        found = engine.executor.find_by_name(wave.job_name)
+    def _tend(self, wave: WaveAttempt, obs: Observation) -> None:
+        engine = self.engine
+        if obs.job_id and obs.job_id != wave.job_id:  # an asynchronous launch produced its job id
+            engine.ledger.record_submission(wave.run_id, wave.wave_key, wave.attempt, job_id=obs.job_id)
+            wave = wave.model_copy(update={"job_id": obs.job_id})
+        if obs.outcome in ("pending", "running"):
+            if obs.outcome == "running":
+                self.add(running=1)
+                if wave.status != WaveStatus.RUNNING:  # unchanged: no write
+                    engine.ledger.mark_status(wave.run_id, wave.wave_key, wave.attempt, WaveStatus.RUNNING,
+                                              at=obs.started_at)
+            self.heartbeat(wave)
+            return
+        self._finish(wave, obs)
+
+    def _finish(self, wave: WaveAttempt, obs: Observation) -> None:
+        engine = self.engine
+        if obs.outcome == "succeeded":
+            try:
+                missing = missing_outputs(engine, wave.outputs)
+            except StoreAccessDenied as exc:
+                # Retrying the job cannot fix a permission: a configuration failure, named precisely.
+                self._fail(wave, obs, "configuration_failed",
+                           f"its declared output cannot be checked: {exc} — or write the output under the "
+                           "stack's bucket ({{run.bucket}})")
+                return
+            if not missing:
+                if engine.ledger.finish_attempt(wave.run_id, wave.wave_key, wave.attempt, WaveStatus.SUCCEEDED,
+                                                started_at=obs.started_at, ended_at=obs.ended_at):
+                    self.append("succeeded", wave.wave_key)
+                    if wave.task_token:
+                        engine.callbacks.succeed(wave.task_token, {"state": wave.state, "job_id": wave.job_id})
+                return
+            self._fail(wave, obs, "failed", "completed without declared output(s): " + ", ".join(missing))
+            return
+        self._fail(wave, obs, obs.outcome, obs.message or obs.outcome.replace("_", " "))
+
+    def _fail(self, wave: WaveAttempt, obs: Observation, outcome: str, message: str) -> None:
+        error_name, category = _FAILURES[outcome]
+        text = f"state '{wave.state}' (job {wave.job_id or '?'}): {message}"
+        status = WaveStatus.CANCELLED if outcome == "cancelled" else WaveStatus.FAILED
+        if self.engine.ledger.finish_attempt(wave.run_id, wave.wave_key, wave.attempt, status, text, category,
+                                             started_at=obs.started_at, ended_at=obs.ended_at):
+            self.append("failed", wave.wave_key)
+            if wave.task_token:
+                self.engine.callbacks.fail(wave.task_token, error_name, text)
+
+    # -- launches whose outcome is unknown ------------------------------------------------------
+    def reconcile(self, wave: WaveAttempt) -> WaveAttempt:
+        """Adopt the job if the scheduler has exactly one with the attempt's name; otherwise keep
+        waiting (heartbeat) — the Task's timeout bounds the wait."""
+        found = self.engine.executor.find_by_name(wave.job_name or "")
         if len(found) == 1:
-            engine.ledger.record_submission(wave.run_id, wave.wave_key, wave.attempt, job_id=found[0],
-                                            note="adopted by name after an unknown launch outcome")
-        elif wave.task_token:
-            engine.callbacks.heartbeat(wave.task_token)
+            self.engine.ledger.record_submission(wave.run_id, wave.wave_key, wave.attempt, job_id=found[0],
+                                                 note="adopted by name after an unknown launch outcome")
+            return wave.model_copy(update={"job_id": found[0]})
+        self.heartbeat(wave)
+        return wave
 
 
-def watch_pass(engine: Engine) -> WatchReport:
-    report = WatchReport()
-    _reconcile_unknown(engine, engine.ledger.active_waves())
-    active = [w for w in engine.ledger.active_waves() if w.job_id or w.request_id]
-    report.active = len(active)
+def _heartbeat_every(explicit: float | None) -> float:
+    if explicit is not None:
+        return explicit
+    raw = os.environ.get(HEARTBEAT_EVERY_ENV, "").strip()
+    try:
+        return float(raw) if raw else 0.0
+    except ValueError:
+        return 0.0
+
+
+def watch_pass(engine: Engine, *, budget_seconds: float | None = None, heartbeat_every_seconds: float | None = None,
+               workers: int = WORKERS, clock: HeartbeatClock | None = None) -> WatchReport:
+    """One tick. `budget_seconds`: the time this pass may take (the watch Lambda passes its remaining time,
+    `context.get_remaining_time_in_millis()`); None = no limit (the local runtime)."""
+    now = time.monotonic
+    deadline = None if budget_seconds is None else now() + max(0.0, budget_seconds - BUDGET_MARGIN_SECONDS)
+    tick = _Pass(engine, deadline, _heartbeat_every(heartbeat_every_seconds), clock or _CLOCK, now)
+    waves = engine.ledger.active_waves()
+    (clock or _CLOCK).keep_only({w.task_token for w in waves if w.task_token})
+    unknown = [w for w in waves if w.status == WaveStatus.UNKNOWN and not w.job_id and not w.request_id
+               and w.job_name]
+    reconciled = {_key(w): tick.reconcile(w) for w in unknown}
+    active = [reconciled.get(_key(w), w) for w in waves]
+    active = [w for w in active if w.job_id or w.request_id]
+    tick.report.active = len(active)
     if active:
         observations = engine.executor.observe(
             [TrackedJob(key=_key(w), job_id=w.job_id, request_id=w.request_id) for w in active]
         )
-        for wave in active:
-            obs = observations.get(_key(wave))
-            if obs is None:
-                continue
-            if obs.job_id and obs.job_id != wave.job_id:  # an asynchronous launch produced its job id
-                engine.ledger.record_submission(wave.run_id, wave.wave_key, wave.attempt, job_id=obs.job_id)
-                wave = wave.model_copy(update={"job_id": obs.job_id})
-            if obs.outcome in ("pending", "running"):
-                if obs.outcome == "running":
-                    report.running += 1
-                    engine.ledger.mark_status(wave.run_id, wave.wave_key, wave.attempt, WaveStatus.RUNNING,
-                                              at=obs.started_at)
-                if wave.task_token:
-                    engine.callbacks.heartbeat(wave.task_token)
-                continue
-            _finish(engine, wave, obs, report)
-    report.triggers_completed = recount_watches(engine)
-    return report
+        work = [(w, observations[_key(w)]) for w in active if _key(w) in observations]
+        # Finished waves first: completing a token moves a run on; a late heartbeat only costs margin.
+        work.sort(key=lambda pair: pair[1].outcome in ("pending", "running"))
+        if workers > 1 and len(work) > 1:
+            with ThreadPoolExecutor(max_workers=min(workers, len(work)), thread_name_prefix="watch") as pool:
+                list(pool.map(lambda pair: tick.tend(*pair), work))
+        else:
+            for wave, obs in work:
+                tick.tend(wave, obs)
+    if not tick.out_of_time():
+        try:
+            tick.report.triggers_completed = recount_watches(engine)
+        except Exception as exc:  # noqa: BLE001 - a trigger's trouble must not hide the waves' results
+            LOG.warning("watch: trigger re-count: %s", exc)
+            tick.report.errors.append(f"trigger re-count: {type(exc).__name__}: {exc}")
+    return tick.report

@@ -8,7 +8,11 @@ so the watch function never loads the spec stack.
 
 from __future__ import annotations
 
+import logging
+
 from npa_workflow.engine.context import Engine
+from npa_workflow.engine.errors import TRIGGER_FAILED
+from npa_workflow.engine.ports import StoreAccessDenied
 from npa_workflow.ledger import Watermark
 from npa_workflow.ledger.items import SAMPLE_MAX
 
@@ -27,9 +31,27 @@ def recount(engine: Engine, mark: Watermark) -> bool:
     return satisfied and changed
 
 
+LOG = logging.getLogger(__name__)
+
+
+def _recount_alone(engine: Engine, mark: Watermark) -> bool:
+    """One watch's re-count, isolated: a prefix the role may not list fails that trigger (the wait could
+    never end), any other error waits for the next tick; the other watches go on."""
+    try:
+        return recount(engine, mark)
+    except StoreAccessDenied as exc:
+        message = f"state '{mark.state}': trigger prefix cannot be listed: {exc}"
+        if engine.ledger.put_watermark(mark.model_copy(update={"task_token": None})) and mark.task_token:
+            engine.callbacks.fail(mark.task_token, TRIGGER_FAILED, message)
+        return False
+    except Exception as exc:  # noqa: BLE001 - one watch's trouble must not stop the others
+        LOG.warning("watch: trigger of run %s state '%s': %s", mark.run_id, mark.state, exc)
+        return False
+
+
 def recount_watches(engine: Engine) -> int:
     """The watch pass's polling half: re-count every waiting prefix. Returns how many completed."""
-    return sum(1 for mark in engine.ledger.active_watches() if recount(engine, mark))
+    return sum(1 for mark in engine.ledger.active_watches() if _recount_alone(engine, mark))
 
 
 def on_object_created(engine: Engine, bucket: str, key: str) -> int:

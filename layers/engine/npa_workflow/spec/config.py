@@ -26,6 +26,10 @@ from npa_workflow.spec.tokens import (
 )
 
 VALIDATE_RUN_ID = "validate-run"
+# `{{run.bucket}}`: the bucket of the deployment that runs the spec (the stack's bucket in the cloud, the
+# embedded engine bucket `npa-workflow-local` locally). Where no deployment is known yet (validate, plan,
+# compile) it is the local one, so a spec writing under `{{run.bucket}}` never names a bucket it does not own.
+DEFAULT_RUN_BUCKET = "npa-workflow-local"
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,13 @@ def default_prefix(workflow: str, run_id: str) -> str:
     return f"{workflow}/{run_id}"
 
 
-def base_run_mapping(workflow: str, run_id: str, run_block: Mapping[str, Any]) -> dict[str, Any]:
-    run = {"id": run_id, "prefix": default_prefix(workflow, run_id)}
+def base_run_mapping(workflow: str, run_id: str, run_block: Mapping[str, Any],
+                     bucket: str | None = None) -> dict[str, Any]:
+    run = {"id": run_id, "prefix": default_prefix(workflow, run_id), "bucket": DEFAULT_RUN_BUCKET}
     run.update(run_block)
     run["id"] = run_id
+    if bucket:  # the deployment's bucket wins, as the run id does
+        run["bucket"] = bucket
     return run
 
 
@@ -72,14 +79,14 @@ def _references(config: Mapping[str, Any], problems: list[Problem]) -> tuple[dic
 
 
 def resolve_config(
-    config: Mapping[str, Any], workflow: str, run_id: str, run_block: Mapping[str, Any]
+    config: Mapping[str, Any], workflow: str, run_id: str, run_block: Mapping[str, Any], bucket: str | None = None
 ) -> tuple[RunContext, list[Problem]]:
     """Resolve config against itself and the run mapping. Returns the context and problems.
 
     `{{run.prefix}}` inside config is the default `<workflow>/<run id>` (or `run.prefix` of the
     top-level `run:` block); a set `config.prefix` replaces it only afterwards."""
     problems: list[Problem] = []
-    run = base_run_mapping(workflow, run_id, run_block)
+    run = base_run_mapping(workflow, run_id, run_block, bucket)
     deps, bad = _references(config, problems)
     graph = {key: list(refs) for key, refs in deps.items()}
     while cycle := find_cycle(graph):

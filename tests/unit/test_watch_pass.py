@@ -1,0 +1,155 @@
+"""The watch pass at scale and under partial failure, on moto S3/DynamoDB and real subprocess jobs:
+one unreadable output fails only its own wave; unchanged waves cost no ledger write; heartbeats go out
+when due, not every tick; the pass stops at its budget and leaves the rest to the next tick."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+import test_engine_functions as base
+
+from npa_workflow.adapters.s3_store import S3Store
+from npa_workflow.engine.launch import launch
+from npa_workflow.engine.ports import StoreAccessDenied
+from npa_workflow.engine.runs import RunOptions
+from npa_workflow.engine.watch import HeartbeatClock, watch_pass
+from npa_workflow.ledger import RunRecord, WaveStatus
+
+engine = base.engine  # the fixture: moto S3 + DynamoDB in-process, real subprocess jobs
+SPEC, settle, start = base.SPEC, base.settle, base.start
+
+DENY_ALL = {"Version": "2012-10-17", "Statement": [{
+    "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+    "Resource": ["arn:aws:s3:::locked", "arn:aws:s3:::locked/*"]}]}
+
+
+def lock_bucket() -> None:
+    """A bucket the stack does not own: moto enforces its bucket policy, so HeadObject answers a bare 403
+    (HeadObject has no body, so S3 cannot say AccessDenied) — what the watch role meets on AWS."""
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="locked")
+    s3.put_object(Bucket="locked", Key="out.txt", Body=b"x")
+    s3.put_bucket_policy(Bucket="locked", Policy=json.dumps(DENY_ALL))
+
+
+def test_the_store_names_the_uri_and_the_missing_permission_on_a_403(engine):
+    lock_bucket()
+    with pytest.raises(StoreAccessDenied) as info:
+        S3Store(boto3.client("s3")).non_empty("s3://locked/out.txt")
+    assert "s3://locked/out.txt" in str(info.value) and "s3:GetObject" in str(info.value)
+    assert info.value.operation == "HeadObject"
+
+
+def test_an_unreadable_output_fails_its_own_wave_and_the_others_proceed(engine):
+    lock_bucket()
+    start(engine, "good")
+    engine.runs.freeze("bad", SPEC.replace("s3://data/out/", "s3://locked/"), "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="bad", workflow="t"))
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    launch(engine, {"run_id": "bad", "state": "work", "loops": {"l1": 1}, "token": "t-bad"})
+    launch(engine, {"run_id": "good", "state": "work", "loops": {"l1": 1}, "token": "t-good"})
+    [(kind, _, _)] = settle(engine, "t-good")
+    assert kind == "succeed"
+    [(kind, _, (error, cause))] = settle(engine, "t-bad")
+    # Retrying the job cannot fix a permission: a configuration failure, not a workload retry.
+    assert (kind, error) == ("fail", "Wave.ConfigurationFailed")
+    assert "s3://locked/1.txt" in cause and "s3:GetObject" in cause and "HeadObject" in cause
+    assert engine.ledger.latest_attempt("bad", "work|refine=1").status == WaveStatus.FAILED
+
+
+def test_one_waves_unexpected_error_is_reported_and_does_not_stop_the_pass(engine, monkeypatch):
+    start(engine, "a")
+    start(engine, "b")
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    launch(engine, {"run_id": "a", "state": "work", "loops": {"l1": 1}, "token": "ta"})
+    launch(engine, {"run_id": "b", "state": "work", "loops": {"l1": 1}, "token": "tb"})
+    real = engine.callbacks.succeed
+
+    def flaky(token, output):
+        if token == "ta":
+            raise RuntimeError("Step Functions throttled us")
+        return real(token, output)
+
+    monkeypatch.setattr(engine.callbacks, "succeed", flaky)
+    reported: list[str] = []
+    for _ in range(200):
+        reported += watch_pass(engine).errors
+        if engine.callbacks.outcomes("tb"):
+            break
+        time.sleep(0.1)
+    assert engine.callbacks.outcomes("tb")[0][0] == "succeed"  # b completes although a's completion raised
+    assert [e for e in reported if "run a " in e and "throttled" in e]
+
+
+def running_waves(engine, n: int) -> None:
+    slow = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
+    for i in range(n):
+        engine.runs.freeze(f"s{i}", slow, "", {}, RunOptions())
+        engine.ledger.put_run(RunRecord(run_id=f"s{i}", workflow="t"))
+        launch(engine, {"run_id": f"s{i}", "state": "work", "loops": {"l1": 1}, "token": f"tok{i}"})
+
+
+def count_calls(engine, monkeypatch) -> dict[str, int]:
+    calls = {"mark_status": 0}
+    real = engine.ledger.mark_status
+
+    def counted(*args, **kwargs):
+        calls["mark_status"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine.ledger, "mark_status", counted)
+    return calls
+
+
+def wait_running(engine, n: int) -> None:
+    for _ in range(200):
+        if watch_pass(engine, heartbeat_every_seconds=0).running == n:
+            return
+    raise AssertionError("jobs never ran")
+
+
+def test_running_waves_cost_no_ledger_write_and_heartbeat_only_when_due(engine, monkeypatch):
+    running_waves(engine, 3)
+    try:
+        wait_running(engine, 3)
+        calls = count_calls(engine, monkeypatch)
+        clock = HeartbeatClock()
+        before = len(engine.callbacks.calls)
+        first = watch_pass(engine, heartbeat_every_seconds=120, clock=clock)
+        second = watch_pass(engine, heartbeat_every_seconds=120, clock=clock)
+        assert first.running == second.running == 3
+        assert calls["mark_status"] == 0  # already RUNNING in the ledger: nothing written
+        assert (first.heartbeats, second.heartbeats) == (3, 0)  # a cold clock beats once, then not until due
+        assert len(engine.callbacks.calls) - before == 3
+    finally:
+        engine.executor.cancel([a.job_id for a in engine.ledger.active_waves() if a.job_id])
+
+
+def test_the_pass_stops_at_its_budget_and_defers_the_rest(engine):
+    running_waves(engine, 2)
+    try:
+        wait_running(engine, 2)
+        report = watch_pass(engine, budget_seconds=0)  # no time left after the margin
+        assert report.active == 2 and report.deferred == 2 and report.heartbeats == 0
+    finally:
+        engine.executor.cancel([a.job_id for a in engine.ledger.active_waves() if a.job_id])
+
+
+EXAMPLES = sorted(p for p in (Path(__file__).resolve().parents[2] / "specs").glob("*.yaml") if p.name != "tools.yaml")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_write_under_the_deployments_own_bucket(engine, path: Path):
+    """The examples named `s3://npa-workflow-examples`, a globally named bucket no stack owns: every output
+    check answered 403 on AWS. They write under `{{run.bucket}}`, the bucket the run is frozen in."""
+    text = path.read_text()
+    assert "npa-workflow-examples" not in text
+    engine.runs.freeze("ex", text, (path.parent / "tools.yaml").read_text(), {}, RunOptions())
+    run = engine.runs.load("ex")
+    assert run.run_ctx.config["bucket"] == engine.runs.bucket == "engine"
+    uris = [v for v in run.run_ctx.config.values() if isinstance(v, str) and v.startswith("s3://")]
+    assert uris and all(u.startswith("s3://engine/") for u in uris)
