@@ -34,7 +34,9 @@ def write_run(home: Path, waves: list[WaveAttempt], spec: Path | None = None) ->
     run_dir = home / "runs" / "r1"
     run_dir.mkdir(parents=True, exist_ok=True)
     items = [w.to_item() | {"kind": {"S": "WAVE"}} for w in waves]
-    (run_dir / "ledger.json").write_text(json.dumps({"table": "t", "run_id": "r1", "items": items}))
+    tmp = run_dir / "ledger.json.tmp"  # replaced whole, as the runtime does
+    tmp.write_text(json.dumps({"table": "t", "run_id": "r1", "items": items}))
+    tmp.replace(run_dir / "ledger.json")
     if spec is not None:
         (run_dir / "meta.json").write_text(json.dumps({"run_id": "r1", "workflow": "t", "spec": str(spec)}))
 
