@@ -61,7 +61,8 @@ def test_several_documents_are_rejected():
 
 def test_duplicate_key_is_an_error():
     text = "states:\n  a: {terminal: true}\n  b: {next: a}\n  a: {next: b}\n"
-    assert only_problem(text) == ("$", "not valid YAML at line 4, column 3: duplicate key 'a' (first at line 2)", "")
+    assert only_problem(text) == ("$", "not valid YAML at line 4, column 3: duplicate key 'a' (first at line 2)",
+                                  "keep one of the two keys (the second would silently win)")
 
 
 def test_duplicate_key_in_a_flow_mapping():

@@ -12,6 +12,12 @@ from npa_workflow.errors import SpecError
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 
+# Bounds of every number a user gives on the command line (typer says "x is not in the range 0<=x<=N").
+# A Standard workflow execution lasts at most one year (AWS Step Functions quota), so no wave waits longer.
+MAX_WAIT_SECONDS = 31_536_000
+MAX_RETRIES = 20  # the run request's options.retries has the same bound (engine/inbox.py)
+MAX_CONCURRENCY = 10_000
+
 CatalogOpt = Annotated[
     Path | None,
     typer.Option("--catalog", help="Tool catalog YAML (default: $NPA_WORKFLOW_CATALOG, else tools.yaml by the spec)"),
@@ -42,16 +48,27 @@ RunAssumeOpt = Annotated[
                       "--var)"),
 ]
 MaxConcurrencyOpt = Annotated[
-    int, typer.Option("--max-concurrency", min=0, help="Cap on every group's concurrency (0 = no cap)")
+    int, typer.Option("--max-concurrency", min=0, max=MAX_CONCURRENCY,
+                      help="Cap on every group's concurrency (0 = no cap)")
 ]
-RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Retries of a failed job (Wave.Failed)")]
+RetriesOpt = Annotated[
+    int, typer.Option("--retries", min=0, max=MAX_RETRIES, help="Retries of a failed job (Wave.Failed)")
+]
 InfraRecoveriesOpt = Annotated[
     int,
-    typer.Option("--max-infrastructure-recoveries", min=0,
+    typer.Option("--max-infrastructure-recoveries", min=0, max=MAX_RETRIES,
                  help="Relaunches after an infrastructure failure (no capacity, preemption, a lost job)"),
 ]
 MaxWaitOpt = Annotated[
-    int, typer.Option("--max-wait-seconds", min=0, help="Deadline of one wave; its job is then cancelled (0 = none)")
+    int, typer.Option("--max-wait-seconds", min=0, max=MAX_WAIT_SECONDS,
+                      help="Deadline of one wave; its job is then cancelled (0 = none)")
+]
+
+PassEnvOpt = Annotated[
+    list[str] | None,
+    typer.Option("--pass-env",
+                 help="Also give every local step this variable of this environment (repeatable; steps otherwise "
+                      "get only PATH, HOME, locale, proxies and the like: docs/faults.md)"),
 ]
 
 ASSUMPTIONS = ("promote_checkpoint", "promote", "loop_back", "loop_back_to_inner_loop")
@@ -85,3 +102,19 @@ def load_or_exit(spec: Path, catalog: Path | None, variables: list[str] | None, 
     if loaded.warnings:
         print_problems(loaded.warnings)
     return loaded
+
+
+def apply_pass_env(names: list[str] | None) -> None:
+    """`--pass-env NAME…`: recorded in `$NPA_WORKFLOW_PASS_ENV`, which the local executor reads (same process)."""
+    import os
+
+    from npa_workflow.local.job_environment import PASS_ENV, invalid_pass_env
+
+    if not names:
+        return
+    bad = invalid_pass_env(names)
+    if bad:
+        raise typer.BadParameter(f"not a variable name: {', '.join(bad)} (letters, digits and _)",
+                                 param_hint="--pass-env")
+    current = [n for n in os.environ.get(PASS_ENV, "").split(",") if n]
+    os.environ[PASS_ENV] = ",".join(dict.fromkeys([*current, *names]))

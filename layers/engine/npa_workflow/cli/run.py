@@ -20,8 +20,10 @@ from npa_workflow.cli.common import (
     JsonOpt,
     MaxConcurrencyOpt,
     MaxWaitOpt,
+    PassEnvOpt,
     RetriesOpt,
     RunAssumeOpt,
+    apply_pass_env,
     check_assumption,
     parse_vars,
 )
@@ -176,7 +178,8 @@ def run_command(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-<time>-<random>)")] = None,
     retries: RetriesOpt = 0,
     retry_interval_seconds: Annotated[
-        int, typer.Option("--retry-interval-seconds", min=1, help="First retry's delay (doubles each retry)")
+        int, typer.Option("--retry-interval-seconds", min=1, max=86_400,
+                          help="First retry's delay (doubles each retry)")
     ] = 30,
     max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
     max_concurrency: MaxConcurrencyOpt = 0,
@@ -195,6 +198,7 @@ def run_command(
         list[str] | None,
         typer.Option("--secret-env", help="Forward the secret NAME from this environment to every step (repeatable)"),
     ] = None,
+    pass_env: PassEnvOpt = None,
     executor: Annotated[
         str, typer.Option("--executor", help="Where steps run: local (processes here) or skypilot (managed jobs)")
     ] = "local",
@@ -210,6 +214,7 @@ def run_command(
     from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
 
     check_assumption(assume_decision)
+    apply_pass_env(pass_env)
     if executor not in ("local", "skypilot"):
         raise typer.BadParameter("must be 'local' or 'skypilot'", param_hint="--executor")
     if executor == "skypilot" and not skypilot_endpoint:

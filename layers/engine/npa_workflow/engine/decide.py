@@ -47,7 +47,7 @@ def decide(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
             message += " (executionMode: runtime allows no assumed decision)"
         engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, error=message)
         raise DecisionMissing(message)
-    raw_text = body.decode("utf-8", errors="replace")
+    raw_text = decisions.body_for_ledger(body, uri)  # a large body is recorded by reference, never inline
     try:
         _, value = decisions.decision_from_body(body, uri)
     except decisions.DecisionError as exc:

@@ -1,7 +1,10 @@
 """The inbox: an object uploaded under `inbox/` becomes a run, or a report saying exactly why not.
 
 `handle_object(engine, sfn_client, bucket=…, key=…, version_id=…, etag=…, settings=…)` reads the object (that
-version) and parses it with the project's bounded YAML loader. It is one of:
+version) and parses it with the project's bounded YAML loader (`read_document`: size checked on the bytes before
+anything is decoded, nesting/alias expansion bounded while parsing, `INBOX_LIMITS.max_seconds` of parsing at
+most; every other reader of an inbox object — `serve` looking for buckets to create — goes through it too).
+It is one of:
 
 - a spec (`apiVersion: npa.workflow/v0.0.1…`): run it as it is;
 - a run request::
@@ -61,7 +64,7 @@ from npa_workflow.engine.start import RUN_ID_PATTERN, StartedRun, run_id_for_obj
 from npa_workflow.engine.wiring import WiringError
 from npa_workflow.errors import Problem, SpecError
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
-from npa_workflow.spec.loader import load_yaml_text
+from npa_workflow.spec.loader import DEFAULT_LIMITS, Limits, load_yaml_bytes
 from npa_workflow.spec.paths import join, pydantic_problems
 from npa_workflow.spec.validate import LoadedSpec, validate_document
 from npa_workflow.timestamps import utc_now
@@ -86,6 +89,8 @@ FUNCTION_ARN_ENVS = {
     CLEANUP: "NPA_WORKFLOW_CLEANUP_FUNCTION_ARN",
 }
 AD_HOC_HASH_HEX = 16
+# One object's parse is bounded in bytes, nodes, depth and time: a hostile upload cannot hold the inbox.
+INBOX_LIMITS = Limits(max_bytes=DEFAULT_LIMITS.max_bytes, max_seconds=5.0)
 _DEFAULTS = CompileOptions()
 
 
@@ -136,7 +141,7 @@ class RunRequestOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     retries: int = Field(default=_DEFAULTS.retries, ge=0, le=20)
-    max_concurrency: int = Field(default=_DEFAULTS.max_concurrency_cap, ge=0, alias="maxConcurrency")
+    max_concurrency: int = Field(default=_DEFAULTS.max_concurrency_cap, ge=0, le=10_000, alias="maxConcurrency")
     max_wait_seconds: int = Field(default=_DEFAULTS.max_wait_seconds, ge=0, le=31_536_000, alias="maxWaitSeconds")
     assume_decision: Literal["promote_checkpoint", "promote", "loop_back", "loop_back_to_inner_loop"] | None = Field(
         default=None, alias="assumeDecision"
@@ -278,8 +283,13 @@ def _catalog(engine: Engine) -> tuple[str, Catalog]:
     return text, load_catalog_text(text, uri)
 
 
+def read_document(body: bytes, uri: str) -> Any:
+    """An inbox object's YAML through the bounded loader (raises SpecError naming the object)."""
+    return load_yaml_bytes(body, uri, INBOX_LIMITS)
+
+
 def _prepare(engine: Engine, uri: str, body: bytes) -> _Prepared:
-    raw = load_yaml_text(_text(body, uri), uri)
+    raw = read_document(body, uri)
     if isinstance(raw, dict) and str(raw.get("apiVersion", "")).startswith("npa.workflow.run/"):
         return _prepare_request(engine, uri, raw)
     catalog_text, catalog = _catalog(engine)
@@ -311,7 +321,7 @@ def _prepare_request(engine: Engine, uri: str, raw: dict[str, Any]) -> _Prepared
             "name a spec deployed from specs/ (its metadata.name), or give the spec inline as a mapping", file=uri,
         )])
     spec_text = _text(body, spec_uri)
-    loaded = validate_document(load_yaml_text(spec_text, spec_uri), file=spec_uri, catalog=catalog,
+    loaded = validate_document(read_document(body, spec_uri), file=spec_uri, catalog=catalog,
                                overrides=variables, allow_unknown_keys=request.options.allow_unknown_keys)
     return _Prepared(loaded, spec_text, catalog_text, variables, request)
 

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from botocore.exceptions import ClientError
 
 from npa_workflow.compile.asl import CompileOptions, compile_spec
@@ -56,6 +55,7 @@ from npa_workflow.engine.inbox import (
     INBOX_PREFIX,
     InboxSettings,
     handle_object,
+    read_document,
 )
 from npa_workflow.ledger import RunError, RunStatus
 from npa_workflow.local.durable_aws import DurableAws
@@ -292,8 +292,8 @@ class Serve:
     def _ensure_buckets(self, s3: Any, bucket: str, key: str) -> None:
         """An ad-hoc spec's buckets exist locally before its steps write to them (the cloud has them already)."""
         try:
-            doc = yaml.safe_load(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        except Exception:  # noqa: BLE001 - the inbox reports a broken document
+            doc = read_document(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), f"s3://{bucket}/{key}")
+        except Exception:  # noqa: BLE001 - the inbox reports a broken document (bounded loader: no YAML bomb)
             return
         if isinstance(doc, dict) and isinstance(doc.get("spec"), dict):
             doc = doc["spec"]

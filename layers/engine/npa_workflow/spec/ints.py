@@ -39,8 +39,20 @@ def _from_config(key: str, config: Mapping[str, Any], field: str) -> int:
                         f"set config.{key} to a whole number")
 
 
+# Every integer field counts rounds, members, seconds or objects: past this it is a typo (or an attack), and an
+# unbounded one breaks later (a timestamp that does not fit, a Map that never ends).
+MAX_INT = 1_000_000_000
+
+
 def resolve_int(value: Any, config: Mapping[str, Any], field: str, default: int) -> int:
     """Resolve one integer field. Raises IntFieldError with the field's name in the message."""
+    result = _resolve_int(value, config, field, default)
+    if abs(result) > MAX_INT:
+        raise IntFieldError(f"{field} = {result} is larger than {MAX_INT}", f"use a number up to {MAX_INT}")
+    return result
+
+
+def _resolve_int(value: Any, config: Mapping[str, Any], field: str, default: int) -> int:
     if value is None or value == "":
         return default
     if isinstance(value, bool):
