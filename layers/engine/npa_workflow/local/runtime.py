@@ -56,6 +56,7 @@ from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
 from npa_workflow.local.durable_aws import STATE_FILE, DurableAws, durable_aws
+from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -175,56 +176,6 @@ def _write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def moto_task_token_fixes() -> Iterator[None]:
-    """Two fixes to moto 5.2.5's `waitForTaskToken` Tasks, active only while a local run's server lives.
-
-    1. A fresh task token per attempt. moto creates the token once when the state is entered, and its
-       `Retry` loop re-evaluates the Task with that same token, whose callback already holds the failure
-       that caused the retry: the retried attempt "fails" at once with the old error. Step Functions gives
-       each attempt its own token. Seam: `StateTaskService._eval_execution(self, env)`, called once per
-       attempt with the attempt's frame; attempts after the first mint a new token and callback endpoint.
-    2. A token completed while the Task's Lambda is still running counts. With `HeartbeatSeconds`, moto
-       sets the heartbeat endpoint up after the Lambda returned and then waits for a heartbeat, ignoring an
-       outcome that arrived earlier (the launch of a replayed wave succeeds its token at once): the Task
-       hangs until its heartbeat times out. Seam: `CallbackEndpoint.setup_heartbeat_endpoint`; an endpoint
-       that already has an outcome starts notified, so the wait reads the outcome at once.
-    """
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
-        StateTaskServiceCallback,
-    )
-    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
-
-    own_eval = StateTaskServiceCallback.__dict__.get("_eval_execution")
-    inherited_eval = StateTaskServiceCallback._eval_execution
-    original_setup = CallbackEndpoint.setup_heartbeat_endpoint
-
-    def _eval_execution(self: Any, env: Any) -> None:
-        if getattr(self.resource, "condition", None) == ResourceCondition.WaitForTaskToken:
-            context = env.states.context_object
-            if (context.context_object_data.get("State") or {}).get("RetryCount", 0) > 0:
-                env.callback_pool_manager.add(context.update_task_token())
-        return inherited_eval(self, env)
-
-    def setup_heartbeat_endpoint(self: Any, heartbeat_seconds: int) -> Any:
-        endpoint = original_setup(self, heartbeat_seconds)
-        if self.get_outcome() is not None:
-            endpoint.notify()
-        return endpoint
-
-    StateTaskServiceCallback._eval_execution = _eval_execution
-    CallbackEndpoint.setup_heartbeat_endpoint = setup_heartbeat_endpoint
-    try:
-        yield
-    finally:
-        CallbackEndpoint.setup_heartbeat_endpoint = original_setup
-        if own_eval is None:
-            del StateTaskServiceCallback._eval_execution
-        else:
-            StateTaskServiceCallback._eval_execution = own_eval
 
 
 @contextlib.contextmanager
@@ -668,7 +619,7 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.enter_context(process_environment(env))
     stack.callback(wiring.clear_cache)
     durable = stack.enter_context(durable_aws(state_dir))
-    stack.enter_context(moto_task_token_fixes())
+    stack.enter_context(moto_fixes())
     stack.enter_context(in_process_lambdas())
     stack.enter_context(handler_logs_to(lambdas_log))
     return durable

@@ -1,0 +1,155 @@
+"""Where moto 5.2.5's Step Functions interpreter differs from AWS, the twin behaves as AWS does: every patch of
+moto's interpreter lives here, each naming the AWS behaviour it restores and the seam it uses.
+
+`moto_fixes()` applies them all for as long as a local stack lives (moto's classes are process-wide):
+
+1. A fresh task token per attempt (AWS mints one token per Task attempt; moto reuses the first).
+2. A token completed while the Task's Lambda still runs counts (AWS: the outcome is kept; moto waits for a
+   heartbeat and ignores it).
+3. A Distributed Map fails when its failed children exceed the tolerated failure threshold, with
+   `States.ExceedToleratedFailureThreshold` (AWS; the default tolerance is 0), and starts no further children;
+   moto counts the failure and lets the Map succeed.
+
+The tests name each behaviour: tests/e2e/test_moto_fixes.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["EXCEED_TOLERATED_FAILURE", "moto_fixes"]
+
+EXCEED_TOLERATED_FAILURE = "States.ExceedToleratedFailureThreshold"
+# AWS's cause for a Map run that failed this way
+EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was exceeded"
+
+
+@contextlib.contextmanager
+def moto_fixes() -> Iterator[None]:
+    with task_token_fixes(), distributed_map_failures():
+        yield
+@contextlib.contextmanager
+def task_token_fixes() -> Iterator[None]:
+    """Fixes 1 and 2: two fixes to moto 5.2.5's `waitForTaskToken` Tasks, active only while a local run's server lives.
+
+    1. A fresh task token per attempt. moto creates the token once when the state is entered, and its
+       `Retry` loop re-evaluates the Task with that same token, whose callback already holds the failure
+       that caused the retry: the retried attempt "fails" at once with the old error. Step Functions gives
+       each attempt its own token. Seam: `StateTaskService._eval_execution(self, env)`, called once per
+       attempt with the attempt's frame; attempts after the first mint a new token and callback endpoint.
+    2. A token completed while the Task's Lambda is still running counts. With `HeartbeatSeconds`, moto
+       sets the heartbeat endpoint up after the Lambda returned and then waits for a heartbeat, ignoring an
+       outcome that arrived earlier (the launch of a replayed wave succeeds its token at once): the Task
+       hangs until its heartbeat times out. Seam: `CallbackEndpoint.setup_heartbeat_endpoint`; an endpoint
+       that already has an outcome starts notified, so the wait reads the outcome at once.
+    """
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
+
+    own_eval = StateTaskServiceCallback.__dict__.get("_eval_execution")
+    inherited_eval = StateTaskServiceCallback._eval_execution
+    original_setup = CallbackEndpoint.setup_heartbeat_endpoint
+
+    def _eval_execution(self: Any, env: Any) -> None:
+        if getattr(self.resource, "condition", None) == ResourceCondition.WaitForTaskToken:
+            context = env.states.context_object
+            if (context.context_object_data.get("State") or {}).get("RetryCount", 0) > 0:
+                env.callback_pool_manager.add(context.update_task_token())
+        return inherited_eval(self, env)
+
+    def setup_heartbeat_endpoint(self: Any, heartbeat_seconds: int) -> Any:
+        endpoint = original_setup(self, heartbeat_seconds)
+        if self.get_outcome() is not None:
+            endpoint.notify()
+        return endpoint
+
+    StateTaskServiceCallback._eval_execution = _eval_execution
+    CallbackEndpoint.setup_heartbeat_endpoint = setup_heartbeat_endpoint
+    try:
+        yield
+    finally:
+        CallbackEndpoint.setup_heartbeat_endpoint = original_setup
+        if own_eval is None:
+            del StateTaskServiceCallback._eval_execution
+        else:
+            StateTaskServiceCallback._eval_execution = own_eval
+
+
+def _exceeded(record: Any, failed: int) -> bool:
+    """AWS: a Map run fails when its failed children exceed ToleratedFailureCount or ToleratedFailurePercentage
+    (of the total number of items). Both default to 0: one failure fails it. moto parses an absent field as 0,
+    so a percentage of 0 means "not set" unless the count is 0 as well."""
+    count, percentage, total = getattr(record, "npa_tolerance", (0, 0.0, 0))
+    count, percentage = int(count or 0), float(percentage or 0.0)
+    if not percentage:
+        return failed > count
+    return (total > 0 and failed * 100.0 / total > percentage) or (count > 0 and failed > count)
+
+
+@contextlib.contextmanager
+def distributed_map_failures() -> Iterator[None]:
+    """Fix 3. Seams: `DistributedIterationComponent._map_run(self, env, eval_input)` (records the Map's tolerance
+    on its map run record) and `DistributedItemProcessorWorker._eval_job(self, env, job)`, which counts a failed
+    child in `map_run_record.item_counter.failed` and leaves `job.job_output` None. When that failure exceeds the
+    tolerance, the job's output becomes a `FailureEventException` named `States.ExceedToleratedFailureThreshold`:
+    the job pool then stops handing out items and `_map_run` raises it, so the Map state's Catch (or the
+    execution) sees the error AWS reports, with the child's own error and cause in the cause."""
+    from moto.stepfunctions.parser.api import ExecutionFailedEventDetails, HistoryEventType
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+        FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.distributed_iteration_component import (  # noqa: E501
+        DistributedIterationComponent,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.distributed_item_processor_worker import (  # noqa: E501
+        DistributedItemProcessorWorker,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramError
+
+    original_map_run = DistributedIterationComponent._map_run
+    original_eval_job = DistributedItemProcessorWorker._eval_job
+
+    def _map_run(self: Any, env: Any, eval_input: Any) -> None:
+        items = env.stack[-1] if env.stack else []
+        eval_input.map_run_record.npa_tolerance = (
+            eval_input.tolerated_failure_count, eval_input.tolerated_failure_percentage, len(items or []))
+        return original_map_run(self, env, eval_input)
+
+    def _eval_job(self: Any, env: Any, job: Any) -> None:
+        record = self._map_run_record
+        failed_before = record.item_counter.failed.get()
+        original_eval_job(self, env, job)
+        failed = record.item_counter.failed.get()
+        if failed == failed_before or not _exceeded(record, failed):
+            return
+        child = env.program_state()
+        detail = child.error if isinstance(child, ProgramError) and child.error else {}
+        cause = EXCEED_TOLERATED_FAILURE_CAUSE
+        if detail.get("error") or detail.get("cause"):
+            cause += f" (item {job.job_index}: {detail.get('error', '')}: {detail.get('cause', '')})"
+        job.job_output = FailureEventException(FailureEvent(
+            env=env,
+            error_name=StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold),
+            event_type=HistoryEventType.MapRunFailed,
+            event_details=EventDetails(executionFailedEventDetails=ExecutionFailedEventDetails(
+                error=EXCEED_TOLERATED_FAILURE, cause=cause)),
+        ))
+
+    DistributedIterationComponent._map_run = _map_run
+    DistributedItemProcessorWorker._eval_job = _eval_job
+    try:
+        yield
+    finally:
+        DistributedIterationComponent._map_run = original_map_run
+        DistributedItemProcessorWorker._eval_job = original_eval_job
