@@ -4,7 +4,7 @@ Every wave attempt in the ledger names its job; a local job's combined stdout an
 `<home>/jobs/<job-id>.log` (home: `$NPA_WORKFLOW_HOME`, else `./.npa-workflow`, the folder the run or
 `serve` was started from). Where the run's ledger comes from:
 
-- a local `run`: `<home>/runs/<run-id>/ledger.json` (the runtime rewrites it while the run goes);
+- a local `run`: its ledger kept under `<home>/runs/<run-id>/` (`local.durable_aws.run_ledger_items`);
 - a `serve` stack (`--endpoint`): its ledger table, the logs under the same home;
 - a deployed stack (`--stack`): its ledger table; a step is a SkyPilot managed job, whose log the
   SkyPilot API server keeps (the command says which job and how to read it).
@@ -119,15 +119,14 @@ def _sources(waves: list[Any], loaded: Any, home: Path) -> list[LogSource]:
 def local_run_sources(run_id: str, home: Path) -> list[LogSource]:
     """The wave attempts of a local `run`, from the ledger file the runtime keeps."""
     from npa_workflow.ledger import WaveAttempt
+    from npa_workflow.local.durable_aws import run_ledger_items
 
     run_dir = home / "runs" / run_id
-    ledger_file = run_dir / "ledger.json"
-    if not ledger_file.is_file():
+    items = run_ledger_items(run_dir)
+    if items is None:
         raise LookupError(f"no local run {run_id!r} under {home / 'runs'} (a run's logs are found from the folder "
                           "it was started in, or $NPA_WORKFLOW_HOME; a serve stack: --endpoint URL)")
-    doc = json.loads(ledger_file.read_text(encoding="utf-8"))
-    waves = [WaveAttempt.from_item(item) for item in doc.get("items", [])
-             if item.get("kind", {}).get("S") == "WAVE"]
+    waves = [WaveAttempt.from_item(item) for item in items if item.get("kind", {}).get("S") == "WAVE"]
     return _sources(waves, _local_spec(run_dir), home)
 
 

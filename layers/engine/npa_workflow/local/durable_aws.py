@@ -42,12 +42,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DurableAws", "durable_aws"]
+__all__ = ["RUN_STATE_DIR", "DurableAws", "durable_aws", "run_ledger_items"]
 
 LOG = logging.getLogger(__name__)
 ACCOUNT = "123456789012"  # moto's default account: what the servers' clients use
 REGION = "us-east-1"
 STATE_FILE = "state.sqlite"
+RUN_STATE_DIR = "aws"  # runs/<run-id>/aws: a local run's stack
 _SCHEMA = """
 create table if not exists items (tbl text not null, key text not null, item text not null, primary key (tbl, key));
 create table if not exists objects (bucket text not null, key text not null, body text not null,
@@ -183,6 +184,21 @@ class DurableAws:
     def delivered(self, source: str) -> dict[str, str]:
         with self._lock:
             return dict(self._db.execute("select ident, version from delivered where source = ?", (source,)))
+
+
+def run_ledger_items(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The ledger items (DynamoDB JSON) of the local run kept in `run_dir` (`runs/<run-id>/`, whose stack holds
+    one table), read without moto: another process may read them while the run goes (WAL: every committed
+    write). None when no run is kept there; `ledger.json` is what runs wrote before the stack was durable."""
+    path = Path(run_dir) / RUN_STATE_DIR / STATE_FILE
+    if not path.is_file():
+        legacy = Path(run_dir) / "ledger.json"
+        return list(json.loads(legacy.read_text(encoding="utf-8")).get("items", [])) if legacy.is_file() else None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [json.loads(row[0]) for row in db.execute("select item from items")]
+    finally:
+        db.close()
 
 
 def _item_key(table: Any, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,7 @@ from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
-from npa_workflow.local.durable_aws import STATE_FILE, DurableAws, durable_aws
+from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, durable_aws
 from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
@@ -71,7 +71,7 @@ REGION = "us-east-1"
 ROLE_NAME = "npa-workflow-local"
 FUNCTIONS = {"launch": LAUNCH, "decide": DECIDE, "trigger": TRIGGER, "cleanup": CLEANUP}
 HANDLER_MODULES = ("launch", "decide", "trigger", "watch", "cleanup", "reap")
-AWS_STATE_DIR = "aws"  # runs/<run-id>/aws: the run's DynamoDB items and S3 objects (local.durable_aws)
+AWS_STATE_DIR = RUN_STATE_DIR
 WATCH_FAILURES_TOLERATED = 40  # consecutive failed watch passes (about 10 s) before the run is stopped
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,75}$")
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
