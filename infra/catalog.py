@@ -4,7 +4,10 @@ Every deploy publishes, to the engine bucket:
 
 - `catalog/specs/<metadata.name>.yaml`: each spec of `specs/` (the same files the machines are compiled from),
   byte for byte, so a run request's `spec: <name>` compiles to the deployed machine's definition;
-- `catalog/tools.yaml`: `specs/tools.yaml`, the tool catalog every upload is validated against.
+- `catalog/tools.yaml`: `specs/tools.yaml`, the tool catalog every upload is validated against;
+- `catalog/machines.json`: `{"machines": {<metadata.name>: <state machine name>}}`, how the inbox finds a deployed
+  spec's machine (with its ARN prefix from the environment: a map in the environment would pass Lambda's 4 KB limit
+  for all variables at about 34 specs).
 
 The files are staged at synth into one directory asset (no Docker, no network) and copied by an
 `aws_s3_deployment.BucketDeployment`, which prunes `catalog/` too: a spec removed from `specs/` (whose machine
@@ -18,6 +21,7 @@ whole engine bucket) are not given: the role is passed to it without policy upda
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from constructs import Construct
 
 from infra.functions import log_retention, new_staging_dir
 from infra.state_machines import CatalogSpec
-from infra.storage import CATALOG_PREFIX, CATALOG_SPECS_DIR, CATALOG_TOOLS_FILE
+from infra.storage import CATALOG_MACHINES_FILE, CATALOG_PREFIX, CATALOG_SPECS_DIR, CATALOG_TOOLS_FILE
 from npa_workflow.spec.catalog import load_catalog_file
 
 # The handler runs the AWS CLI (Python) on a few small files: 256 MB is plenty, and starts faster than 128 MB.
@@ -51,13 +55,18 @@ def catalog_keys(specs: list[CatalogSpec], tools_file: Path | None) -> dict[str,
     return keys
 
 
-def stage_catalog(keys: dict[str, Path]) -> Path:
+def machines_document(machine_names: dict[str, str]) -> str:
+    return json.dumps({"machines": dict(sorted(machine_names.items()))}, indent=1, ensure_ascii=False) + "\n"
+
+
+def stage_catalog(keys: dict[str, Path], machine_names: dict[str, str]) -> Path:
     """The files, laid out as under `catalog/`, in a fresh directory (the asset's content hash is theirs)."""
     root = new_staging_dir("npa-workflow-catalog-")
     for key, source in keys.items():
         dest = root / key
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, dest)
+    (root / CATALOG_MACHINES_FILE).write_text(machines_document(machine_names), encoding="utf-8")
     return root
 
 
@@ -70,6 +79,7 @@ class CatalogPublication(Construct):
         construct_id: str,
         *,
         specs: list[CatalogSpec],
+        machine_names: dict[str, str],
         tools_file: Path | None,
         bucket: s3.IBucket,
         retention_days: int,
@@ -78,7 +88,7 @@ class CatalogPublication(Construct):
         if tools_file is not None:
             load_catalog_file(tools_file)  # an invalid catalog fails the synth, not every later upload
         self.keys = catalog_keys(specs, tools_file)
-        self.asset = s3_assets.Asset(self, "Files", path=str(stage_catalog(self.keys)))
+        self.asset = s3_assets.Asset(self, "Files", path=str(stage_catalog(self.keys, machine_names)))
 
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention(retention_days), removal_policy=RemovalPolicy.DESTROY

@@ -2,9 +2,19 @@
 
 - S3 "Object Created" under `inbox/` → inbox (a spec was dropped: validate it and start its run);
 - S3 "Object Created" anywhere in the bucket → trigger (completes waiting trigger watches at once);
+- S3 "Object Created" in the data buckets listed in context `triggerEventBuckets` → trigger, so a trigger waiting on
+  a data bucket completes when its object lands, not at the next watch tick (the bucket's owner must turn on its
+  EventBridge notifications: `aws s3api put-bucket-notification-configuration --bucket <name>
+  --notification-configuration '{"EventBridgeConfiguration": {}}'`; S3 sends events of buckets in this account and
+  region to the default bus);
 - "Step Functions Execution Status Change" FAILED / ABORTED / TIMED_OUT of this stack's machines → reap
-  (cancels the run's jobs), and SUCCEEDED → reap (records the run's end in the ledger);
+  (cancels the run's jobs), and SUCCEEDED → reap (records the run's end in the ledger). The machines are matched
+  by their ARN prefix `...:stateMachine:<stack>.` (one pattern entry whatever the number of specs: EventBridge
+  limits an event pattern to 2,048 characters, about 24 machine ARNs listed one by one);
 - a schedule → watch, every `watchIntervalMinutes` minutes.
+
+Every target has a dead-letter queue (an event EventBridge could not deliver); each function invoked
+asynchronously also has an on-failure destination for events it was handed but failed on (`async_invoke.py`).
 
 The watch interval trades cost for latency. A wave's job ends on SkyPilot's side; its task token is completed
 at the next watch tick, so a wave (and the run) waits up to one interval, on average half, after its job
@@ -43,9 +53,9 @@ class EngineEvents(Construct):
         *,
         bucket: s3.IBucket,
         functions: dict[str, lambda_.IFunction],
-        machine_arns: list[str],
-        ad_hoc_machine_arn_prefix: str | None,
+        machine_arn_prefix: str,
         watch_interval_minutes: int,
+        trigger_event_buckets: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letters = sqs.Queue(
@@ -64,8 +74,8 @@ class EngineEvents(Construct):
                 max_event_age=TARGET_MAX_EVENT_AGE,
             )
 
-        def object_created(key_filter: dict | None) -> events.EventPattern:
-            detail: dict = {"bucket": {"name": [bucket.bucket_name]}}
+        def object_created(key_filter: dict | None, buckets: list[str] | None = None) -> events.EventPattern:
+            detail: dict = {"bucket": {"name": buckets or [bucket.bucket_name]}}
             if key_filter is not None:
                 detail["object"] = {"key": [key_filter]}
             return events.EventPattern(source=["aws.s3"], detail_type=["Object Created"], detail=detail)
@@ -84,9 +94,15 @@ class EngineEvents(Construct):
             event_pattern=object_created(None),
             targets=[target("trigger")],
         )
-        machine_filter: list = list(machine_arns)
-        if ad_hoc_machine_arn_prefix:
-            machine_filter.append({"prefix": ad_hoc_machine_arn_prefix})
+        self.data_trigger_rule: events.Rule | None = None
+        if trigger_event_buckets:
+            self.data_trigger_rule = events.Rule(
+                self,
+                "DataTriggerRule",
+                description="An object was created in a data bucket: complete the trigger watches it satisfies",
+                event_pattern=object_created(None, list(trigger_event_buckets)),
+                targets=[target("trigger")],
+            )
         self.reap_rule = events.Rule(
             self,
             "ReapRule",
@@ -94,7 +110,7 @@ class EngineEvents(Construct):
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],
-                detail={"status": ENDED_STATUSES, "stateMachineArn": machine_filter},
+                detail={"status": ENDED_STATUSES, "stateMachineArn": [{"prefix": machine_arn_prefix}]},
             ),
             targets=[target("reap")],
         )
@@ -106,7 +122,8 @@ class EngineEvents(Construct):
             targets=[
                 targets.LambdaFunction(
                     functions["watch"],
-                    # A missed tick is made up by the next one: never queue stale ticks.
+                    # A missed tick is made up by the next one: never queue stale ticks (but count them).
+                    dead_letter_queue=self.dead_letters,
                     retry_attempts=0,
                     max_event_age=Duration.minutes(watch_interval_minutes),
                 )

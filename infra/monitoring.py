@@ -1,4 +1,5 @@
-"""Alarms: failed (or timed-out) executions per machine, errors per function, undeliverable events.
+"""Alarms: failed (or timed-out) executions per machine, errors per function, undeliverable events, events a
+function failed on (its asynchronous invocations' on-failure queue).
 
 Alarms go to an existing SNS topic when the context value `alarmTopicArn` names one; otherwise they are
 visible in the CloudWatch console (Alarms) and notify nobody.
@@ -19,7 +20,7 @@ PERIOD = Duration.minutes(5)
 
 
 class EngineAlarms(Construct):
-    """`execution_alarms[spec name]`, `error_alarms[function name]`, `dead_letter_alarm`."""
+    """`execution_alarms[spec name]`, `error_alarms[function name]`, `dead_letter_alarm`, `failed_invocation_alarm`."""
 
     def __init__(
         self,
@@ -29,6 +30,7 @@ class EngineAlarms(Construct):
         machines: dict[str, sfn.StateMachine],
         functions: dict[str, lambda_.IFunction],
         dead_letters: sqs.IQueue,
+        failed_invocations: sqs.IQueue,
         alarm_topic_arn: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
@@ -86,6 +88,20 @@ class EngineAlarms(Construct):
                 self,
                 "UndeliveredEvents",
                 alarm_description="EventBridge could not deliver events to a function (see the dead-letter queue)",
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        )
+        self.failed_invocation_alarm = arm(
+            failed_invocations.metric_approximate_number_of_messages_visible(
+                period=PERIOD, statistic="Maximum"
+            ).create_alarm(
+                self,
+                "FailedInvocations",
+                alarm_description="A function failed on an event after Lambda's retries: an upload, reap or trigger "
+                "was not done (the queue keeps the event and the error; replay it)",
                 threshold=1,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

@@ -14,7 +14,14 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from infra.permissions import ANY_OBJECT_READERS, DATA_BUCKET_READERS, RUN_READERS
+from infra.permissions import (
+    ANY_OBJECT_READERS,
+    DATA_BUCKET_READERS,
+    RUN_READERS,
+    SECRET_READERS,
+    STEP_SECRET_READERS,
+)
+from infra.settings import is_complete_secret_arn
 from infra.storage import CATALOG_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
 
 if TYPE_CHECKING:
@@ -42,9 +49,15 @@ DATA_BUCKET_OBJECTS = (
     "Read-only (s3:GetObject) on the buckets the operator listed in context dataBuckets, where the specs' steps "
     "write decisions and outputs; their keys are chosen by the specs."
 )
+STACK_MACHINES = (
+    "The stack's state machines by their name prefix <stack>. (infra.names): every deployed machine, the ad-hoc "
+    "ones, and the child machines of their Distributed Maps (<name>/<label>, whose task tokens these functions "
+    "answer); one ARN per spec would pass IAM's 10,240-character inline policy limit at about 40 specs. The '.' "
+    "cannot occur in a stack name, so no other stack's machine matches."
+)
 AD_HOC_MACHINES = (
     "allowAdHocSpecs is on: the inbox creates and starts machines for uploaded specs not in specs/, named "
-    "<stack>-adhoc-<content hash>; the wildcard is limited to that name prefix in this account and region."
+    "<stack>.adhoc.<content hash>; the wildcard is limited to that name prefix in this account and region."
 )
 AD_HOC_LOG_DELIVERY = (
     "allowAdHocSpecs is on: CreateStateMachine with a logging configuration requires the caller to hold the "
@@ -59,7 +72,7 @@ SECRET_NO_ROTATION = (
 )
 DLQ_ITSELF = "This queue is the dead-letter queue of the EventBridge targets; a queue for it would be a DLQ of a DLQ."
 PARTIAL_SECRET_ARN = (
-    "skypilotTokenSecretArn was given without its 6-character suffix: Secrets Manager ARNs then need the '-??????' "
+    "The secret ARN was given without its 6-character suffix: Secrets Manager ARNs then need the '-??????' "
     "wildcard to match the one secret."
 )
 CATALOG_OBJECTS = (
@@ -84,7 +97,12 @@ AD_HOC_DISTRIBUTED_MAP = (
 )
 DISTRIBUTED_MAP = (
     "A Distributed Map starts child executions of its own machine: they are named by Step Functions at run time, "
-    "under this machine's execution ARN prefix."
+    "under this machine's execution ARN prefix (execution:<name>:* and the children's execution:<name>/<label>:*, "
+    "as AWS documents and aws-cdk-lib grants for Distributed Maps)."
+)
+FAILED_INVOCATIONS_ITSELF = (
+    "This queue is the on-failure destination of the functions' asynchronous invocations: a dead-letter queue for "
+    "it would be a DLQ of a DLQ."
 )
 
 Acknowledgement = tuple[str, str, str]  # (construct path, finding id, reason)
@@ -115,6 +133,9 @@ def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
     settings = stack.settings
     bucket_arn = _ref_arn(stack, stack.storage.bucket)
 
+    machines = f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}.*"
+    for name in ("inbox", "launch", "trigger", "watch"):
+        ack(stack.engine.roles[name], iam5(machines), STACK_MACHINES)
     for name, role in stack.engine.roles.items():
         ad_hoc_inbox = name == "inbox" and settings.allow_ad_hoc_specs
         ack(role, iam5("*"), XRAY + (" " + AD_HOC_LOG_DELIVERY if ad_hoc_inbox else ""))
@@ -137,27 +158,32 @@ def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
         ack(role, iam5("*"), STATE_MACHINE_LOGGING)
         if stack.workflows.distributed.get(spec_name):
             machine = stack.workflows.names[spec_name]
-            ack(role, iam5(f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{machine}:*"),
-                DISTRIBUTED_MAP)
+            executions = f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{machine}"
+            ack(role, iam5(f"{executions}:*"), DISTRIBUTED_MAP)
+            ack(role, iam5(f"{executions}/*:*"), DISTRIBUTED_MAP)
             ack(role, iam5(f"{bucket_arn}/{RUNS_PREFIX}*"), RUN_OBJECTS)
 
     if settings.allow_ad_hoc_specs:
         prefix_arn = (
-            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}-adhoc-*"
+            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}.adhoc.*"
         )
-        for name in ("inbox", "launch", "trigger", "watch"):
-            ack(stack.engine.roles[name], iam5(prefix_arn), AD_HOC_MACHINES)
+        ack(stack.engine.roles["inbox"], iam5(prefix_arn), AD_HOC_MACHINES)
         if stack.ad_hoc_role is not None:
             ack(stack.ad_hoc_role, iam5("*"), AD_HOC_MACHINE_ROLE)
             ack(stack.ad_hoc_role, iam5(prefix_arn), AD_HOC_DISTRIBUTED_MAP)
-            executions = prefix_arn.replace(":stateMachine:", ":execution:") + ":*"
-            ack(stack.ad_hoc_role, iam5(executions), AD_HOC_DISTRIBUTED_MAP)
+            executions = prefix_arn.replace(":stateMachine:", ":execution:")
+            ack(stack.ad_hoc_role, iam5(executions + ":*"), AD_HOC_DISTRIBUTED_MAP)
+            ack(stack.ad_hoc_role, iam5(executions + "/*:*"), AD_HOC_DISTRIBUTED_MAP)
             ack(stack.ad_hoc_role, iam5(f"{bucket_arn}/{RUNS_PREFIX}*"), RUN_OBJECTS)
 
-    if settings.skypilot_token_secret_arn and not settings.secret_arn_is_complete:
-        for name in ("launch", "watch", "cleanup", "reap"):
+    if settings.skypilot_token_secret_arn and not is_complete_secret_arn(settings.skypilot_token_secret_arn):
+        for name in SECRET_READERS:
             ack(stack.engine.roles[name], iam5(f"{settings.skypilot_token_secret_arn}-??????"), PARTIAL_SECRET_ARN)
+    if settings.step_secrets_arn and not is_complete_secret_arn(settings.step_secrets_arn):
+        for name in STEP_SECRET_READERS:
+            ack(stack.engine.roles[name], iam5(f"{settings.step_secrets_arn}-??????"), PARTIAL_SECRET_ARN)
     if not settings.skypilot_token_secret_arn:
         ack(stack.secret, "AwsSolutions-SMG4", SECRET_NO_ROTATION)
     ack(stack.events.dead_letters, "AwsSolutions-SQS3", DLQ_ITSELF)
+    ack(stack.async_failures.failed_invocations, "AwsSolutions-SQS3", FAILED_INVOCATIONS_ITSELF)
     return made

@@ -7,12 +7,26 @@ Every function reads and writes the ledger. Beyond that:
   one) and StartExecution on the stack's machines (with allowAdHocSpecs: create/describe/update/start machines
   under its `<stack>-adhoc-` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
   needs);
-- launch: read runs/*, list; SendTask* on the stack's machines; the SkyPilot secret;
+- launch: read runs/*, list; SendTask* on the stack's machines; the SkyPilot secret; the step secrets
+  (`stepSecretsArn`, for `secretEnv`);
 - decide: read any object of the bucket (decision URIs are the spec's), list; read the data buckets;
 - trigger: read runs/*, list; list the data buckets; SendTask*;
 - watch: read any object (output checks), list; read the data buckets; SendTask*; the secret;
 - cleanup: read runs/*, list; the secret;
 - reap: the secret (it cancels jobs recorded in the ledger).
+
+"The stack's machines" is the machine ARN prefix `...:stateMachine:<stack>.*` (`infra.names`): it covers every
+deployed and ad-hoc machine and the child state machines of their Distributed Maps (`stateMachine:<name>/<label>`),
+and the policies stay the same size whatever the number of specs (IAM: a role's inline policies total at most
+10,240 characters; one ARN per spec per action would pass it at about 40 specs). AWS authorizes SendTaskSuccess,
+SendTaskFailure and SendTaskHeartbeat against the state machine of the execution the token belongs to (the
+Service Authorization Reference lists no resource type for them; AccessDenied messages name
+`...:stateMachine:<name>`): for a Distributed Map member that is the child machine `<name>/<label>`, which an
+exact parent ARN would not match.
+
+KMS: with a customer-managed key named in context, `kms:Decrypt` on exactly that key, only through the service that
+stores the data (`kms:ViaService`), to exactly the functions that read it: the SkyPilot token's key to the token's
+readers, the step secrets' key to launch, the data buckets' keys to decide and watch (they read objects there).
 
 Listing the engine bucket is granted wherever an object is read: without s3:ListBucket, reading a missing key is
 AccessDenied instead of NoSuchKey, and the engine treats "missing" as a normal answer (e.g. no catalog frozen).
@@ -21,6 +35,8 @@ Query), on the table and its two indexes by exact ARN.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from aws_cdk import Aws
 from aws_cdk import aws_dynamodb as dynamodb
@@ -37,6 +53,7 @@ TASK_RESPONDERS = ("launch", "trigger", "watch")
 RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup")
 ANY_OBJECT_READERS = ("decide", "watch")
 DATA_BUCKET_READERS = ("decide", "trigger", "watch")
+STEP_SECRET_READERS = ("launch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
 LOG_DELIVERY_ACTIONS = [
     "logs:CreateLogDelivery",
@@ -69,6 +86,26 @@ def data_bucket_arns(bucket_names: list[str]) -> list[str]:
     return [f"arn:{Aws.PARTITION}:s3:::{name}" for name in bucket_names]
 
 
+@dataclass(frozen=True)
+class KmsKeys:
+    """Customer-managed keys named in context (empty: AWS-managed keys, nothing to grant)."""
+
+    skypilot_token: str = ""
+    step_secrets: str = ""
+    data_buckets: list[str] = field(default_factory=list)
+
+
+def grant_decrypt(role: iam.IRole, key_arns: list[str], service: str) -> None:
+    if key_arns:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=list(key_arns),
+                conditions={"StringEquals": {"kms:ViaService": f"{service}.{Aws.REGION}.amazonaws.com"}},
+            )
+        )
+
+
 def grant_engine(
     roles: dict[str, iam.IRole],
     *,
@@ -76,12 +113,14 @@ def grant_engine(
     table: dynamodb.ITable,
     index_arns: list[str],
     secret: secretsmanager.ISecret,
-    machine_arns: list[str],
-    ad_hoc_machine_arns: list[str],
+    machines_arn: str,
     data_buckets: list[str],
+    step_secrets: secretsmanager.ISecret | None = None,
+    kms: KmsKeys | None = None,
 ) -> None:
-    """Add to each function's role exactly what the table above says."""
-    responder_machines = machine_arns + ad_hoc_machine_arns
+    """Add to each function's role exactly what the table above says (`machines_arn`: the machine ARN prefix
+    pattern `...:stateMachine:<stack>.*`)."""
+    kms = kms or KmsKeys()
     for name, role in roles.items():
         grant_ledger(role, table, index_arns)
         if name in RUN_READERS:
@@ -97,23 +136,23 @@ def grant_engine(
                 role.add_to_principal_policy(
                     iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{arn}/*" for arn in arns])
                 )
+        if name in ANY_OBJECT_READERS and data_buckets:
+            grant_decrypt(role, kms.data_buckets, "s3")
         if name in SECRET_READERS:
             secret.grant_read(role)
+            grant_decrypt(role, [kms.skypilot_token] if kms.skypilot_token else [], "secretsmanager")
+        if name in STEP_SECRET_READERS and step_secrets is not None:
+            step_secrets.grant_read(role)
+            grant_decrypt(role, [kms.step_secrets] if kms.step_secrets else [], "secretsmanager")
         if name in TASK_RESPONDERS:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(actions=TASK_RESPONSE_ACTIONS, resources=responder_machines)
-            )
+            role.add_to_principal_policy(iam.PolicyStatement(actions=TASK_RESPONSE_ACTIONS, resources=[machines_arn]))
 
     inbox = roles["inbox"]
     grant_objects(inbox, bucket, ["s3:GetObject", "s3:GetObjectVersion"], INBOX_PREFIX)
     grant_objects(inbox, bucket, ["s3:GetObject"], CATALOG_PREFIX)
     grant_objects(inbox, bucket, ["s3:PutObject"], REJECTED_PREFIX, RUNS_PREFIX)
-    if machine_arns:  # a stack with no spec in specs/ has no deployed machine to compare with
-        inbox.add_to_principal_policy(
-            iam.PolicyStatement(actions=["states:DescribeStateMachine"], resources=machine_arns)
-        )
     inbox.add_to_principal_policy(
-        iam.PolicyStatement(actions=["states:StartExecution"], resources=machine_arns + ad_hoc_machine_arns)
+        iam.PolicyStatement(actions=["states:DescribeStateMachine", "states:StartExecution"], resources=[machines_arn])
     )
 
 

@@ -5,11 +5,21 @@
 | `skypilotEndpoint` | `""` | SkyPilot API server URL the functions call (required for runs to launch jobs) |
 | `skypilotTokenSecretArn` | `""` | existing secret holding the service-account token; empty: the stack makes one |
 | `allowAdHocSpecs` | `false` | let the inbox compile and create machines for specs not in `specs/` |
-| `retentionDays` | `30` | run artifacts under `runs/`, ledger items, log groups |
+| `retentionDays` | `30` | run artifacts under `runs/`, ledger items, log groups; must exceed `maxWaitSeconds` |
+| `maxWaitSeconds` | `604800` (7 days) | the per-wave deadline compiled into every machine (a Task's `TimeoutSeconds`) |
 | `watchIntervalMinutes` | `1` | the watch schedule: latency of completing a wave vs. invocations (see `events.py`) |
 | `dataBuckets` | `[]` | other buckets the specs' steps write decisions/outputs/trigger objects to (read-only access) |
 | `alarmTopicArn` | `""` | an SNS topic the alarms notify |
 | `stackName` | `NpaWorkflow` | the CloudFormation stack name (and the prefix of every machine name) |
+| `stepSecretsArn` | `""` | a Secrets Manager secret (JSON object NAME → value) that launch fills `secretEnv` from |
+| `skypilotTokenKmsKeyArn` | `""` | the customer-managed KMS key the SkyPilot token secret is encrypted with |
+| `stepSecretsKmsKeyArn` | `""` | the customer-managed KMS key the step secrets secret is encrypted with |
+| `dataBucketKmsKeyArns` | `[]` | KMS keys of SSE-KMS data buckets (objects the functions read there) |
+| `triggerEventBuckets` | `[]` | data buckets whose "Object Created" events go to the trigger function (see events.py) |
+
+AWS facts: a Standard execution runs for at most one year, so no wave can wait longer (`maxWaitSeconds` ≤
+31,536,000); a run's ledger items and `runs/` artifacts must outlive its longest wave, or a wave that ends after
+its run's items expired finds no record (`retentionDays` × 86,400 > `maxWaitSeconds`).
 """
 
 from __future__ import annotations
@@ -25,7 +35,13 @@ SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secre
 COMPLETE_SECRET_SUFFIX = re.compile(r"-[A-Za-z0-9]{6}$")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,60}$")
+KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 MAX_WATCH_INTERVAL_MINUTES = 60
+# A Standard workflow execution lasts at most one year (Step Functions quotas): no wave can wait longer.
+MAX_WAIT_SECONDS_LIMIT = 365 * 24 * 3600
+# Long enough for multi-day GPU training; a dead watch is still noticed within HeartbeatSeconds.
+DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600
+DEFAULT_RETENTION_DAYS = 30
 
 
 class SettingsError(ValueError):
@@ -73,10 +89,12 @@ class EngineSettings:
     watch_interval_minutes: int = 1
     data_buckets: list[str] = field(default_factory=list)
     alarm_topic_arn: str = ""
-
-    @property
-    def secret_arn_is_complete(self) -> bool:
-        return bool(COMPLETE_SECRET_SUFFIX.search(self.skypilot_token_secret_arn))
+    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS
+    step_secrets_arn: str = ""
+    skypilot_token_kms_key_arn: str = ""
+    step_secrets_kms_key_arn: str = ""
+    data_bucket_kms_key_arns: list[str] = field(default_factory=list)
+    trigger_event_buckets: list[str] = field(default_factory=list)
 
     @classmethod
     def from_context(cls, node: Node) -> EngineSettings:
@@ -90,13 +108,10 @@ class EngineSettings:
                 f"context skypilotEndpoint={endpoint!r}: expected an http(s) URL "
                 "(fix: -c skypilotEndpoint=https://skypilot.example.com)"
             )
-        secret_arn = str(get("skypilotTokenSecretArn", "")).strip()
-        if secret_arn and not SECRET_ARN.match(secret_arn):
-            raise SettingsError(
-                f"context skypilotTokenSecretArn={secret_arn!r}: expected a Secrets Manager secret ARN "
-                "(fix: -c skypilotTokenSecretArn=arn:aws:secretsmanager:<region>:<account>:secret:<name>, "
-                "or leave it empty and the stack creates the secret)"
-            )
+        secret_arn = _secret_arn("skypilotTokenSecretArn", get("skypilotTokenSecretArn", ""),
+                                 "or leave it empty and the stack creates the secret")
+        step_secrets_arn = _secret_arn("stepSecretsArn", get("stepSecretsArn", ""),
+                                       "or leave it empty: then no step may use secretEnv")
         buckets = _list("dataBuckets", get("dataBuckets", []))
         for name in buckets:
             if not BUCKET_NAME.match(name):
@@ -104,17 +119,66 @@ class EngineSettings:
         topic = str(get("alarmTopicArn", "")).strip()
         if topic and not topic.startswith("arn:"):
             raise SettingsError(f"context alarmTopicArn={topic!r}: expected an SNS topic ARN")
+        trigger_buckets = _list("triggerEventBuckets", get("triggerEventBuckets", []))
+        for name in trigger_buckets:
+            if name not in buckets:
+                raise SettingsError(
+                    f"context triggerEventBuckets: {name!r} is not in dataBuckets (the trigger function must be "
+                    f"allowed to list it; fix: -c dataBuckets={','.join([*buckets, name])})"
+                )
+        retention_days = _int("retentionDays", get("retentionDays", DEFAULT_RETENTION_DAYS), 1, 3653)
+        max_wait = _int("maxWaitSeconds", get("maxWaitSeconds", DEFAULT_MAX_WAIT_SECONDS), 1, MAX_WAIT_SECONDS_LIMIT)
+        if retention_days * 86400 <= max_wait:
+            raise SettingsError(
+                f"context retentionDays={retention_days} is shorter than maxWaitSeconds={max_wait} "
+                f"({max_wait / 86400:g} days): a wave could outlive its run's ledger items and runs/ artifacts "
+                f"(fix: -c retentionDays={max_wait // 86400 + 1} or more, or a shorter maxWaitSeconds)"
+            )
         return cls(
             skypilot_endpoint=endpoint,
             skypilot_token_secret_arn=secret_arn,
             allow_ad_hoc_specs=_bool("allowAdHocSpecs", get("allowAdHocSpecs", False)),
-            retention_days=_int("retentionDays", get("retentionDays", 30), 1, 3653),
+            retention_days=retention_days,
+            max_wait_seconds=max_wait,
+            step_secrets_arn=step_secrets_arn,
+            skypilot_token_kms_key_arn=_kms_key("skypilotTokenKmsKeyArn", get("skypilotTokenKmsKeyArn", "")),
+            step_secrets_kms_key_arn=_kms_key("stepSecretsKmsKeyArn", get("stepSecretsKmsKeyArn", "")),
+            data_bucket_kms_key_arns=[
+                _kms_key("dataBucketKmsKeyArns", arn) for arn in _list("dataBucketKmsKeyArns",
+                                                                       get("dataBucketKmsKeyArns", []))
+            ],
+            trigger_event_buckets=trigger_buckets,
             watch_interval_minutes=_int(
                 "watchIntervalMinutes", get("watchIntervalMinutes", 1), 1, MAX_WATCH_INTERVAL_MINUTES
             ),
             data_buckets=buckets,
             alarm_topic_arn=topic,
         )
+
+
+def _secret_arn(key: str, value: Any, otherwise: str) -> str:
+    arn = str(value or "").strip()
+    if arn and not SECRET_ARN.match(arn):
+        raise SettingsError(
+            f"context {key}={arn!r}: expected a Secrets Manager secret ARN "
+            f"(fix: -c {key}=arn:aws:secretsmanager:<region>:<account>:secret:<name>, {otherwise})"
+        )
+    return arn
+
+
+def _kms_key(key: str, value: Any) -> str:
+    arn = str(value or "").strip()
+    if arn and not KMS_KEY_ARN.match(arn):
+        raise SettingsError(
+            f"context {key}={arn!r}: expected a KMS key ARN, not an alias or key id "
+            f"(fix: -c {key}=arn:aws:kms:<region>:<account>:key/<key id>)"
+        )
+    return arn
+
+
+def is_complete_secret_arn(arn: str) -> bool:
+    """A secret ARN with the 6 characters Secrets Manager appends to the name (`...:secret:name-AbCdEf`)."""
+    return bool(COMPLETE_SECRET_SUFFIX.search(arn))
 
 
 def stack_name(node: Node) -> str:

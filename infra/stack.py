@@ -9,16 +9,20 @@ from typing import Any
 
 from aws_cdk import Annotations, Aws, CfnOutput, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from infra.async_invoke import AsyncFailures
 from infra.catalog import CatalogPublication
 from infra.events import EngineEvents
 from infra.functions import REPO_ROOT, EngineFunctions, log_retention
+from infra.lint import ignore_cfn_lint
 from infra.monitoring import EngineAlarms
-from infra.permissions import SECRET_READERS, grant_ad_hoc, grant_engine
-from infra.settings import EngineSettings
+from infra.names import ad_hoc_prefix, machine_prefix
+from infra.permissions import SECRET_READERS, STEP_SECRET_READERS, KmsKeys, grant_ad_hoc, grant_engine
+from infra.settings import EngineSettings, is_complete_secret_arn
 from infra.state_machines import SUBSTITUTIONS, WorkflowMachines, compile_catalog, grant_distributed_map, machine_arn
 from infra.storage import INBOX_PREFIX, Storage
 from npa_workflow.compile.asl import CompileOptions
@@ -26,16 +30,25 @@ from npa_workflow.compile.asl import CompileOptions
 SPECS_DIR = REPO_ROOT / "specs"
 TOOLS_FILE_NAME = "tools.yaml"
 # The inbox compiles each upload to compare it with the deployed machine (npa_workflow.engine.inbox): it must use
-# the options the machines were compiled with. It takes HeartbeatSeconds from this variable; every other option
-# is the compiler's default unless a run request sets it, so `compile_options` may change nothing else.
+# the options the machines were compiled with. It takes HeartbeatSeconds and the per-wave deadline from these
+# variables; every other option is the compiler's default unless a run request sets it, so `compile_options` may
+# change nothing else.
 HEARTBEAT_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"
+MAX_WAIT_ENV = "NPA_WORKFLOW_MAX_WAIT_SECONDS"
+# How the inbox turns a machine name of catalog/machines.json into its ARN.
+MACHINE_ARN_PREFIX_ENV = "NPA_WORKFLOW_MACHINE_ARN_PREFIX"
+# The JSON secret of step secrets (`secretEnv`), read by the launch function (npa_workflow.engine.wiring).
+STEP_SECRETS_ENV = "NPA_WORKFLOW_SECRETS_ARN"
 
 
 def compile_options(settings: EngineSettings) -> CompileOptions:
-    """Heartbeats ride on the watch tick: keep `HeartbeatSeconds` at three ticks or more. Only the heartbeat
-    differs from the compiler's defaults (see HEARTBEAT_ENV)."""
+    """Heartbeats ride on the watch tick: keep `HeartbeatSeconds` at three ticks or more. The per-wave deadline is
+    the stack's `maxWaitSeconds`. Nothing else differs from the compiler's defaults (see HEARTBEAT_ENV)."""
     default = CompileOptions()
-    return CompileOptions(heartbeat_seconds=max(default.heartbeat_seconds, 3 * 60 * settings.watch_interval_minutes))
+    return CompileOptions(
+        heartbeat_seconds=max(default.heartbeat_seconds, 3 * 60 * settings.watch_interval_minutes),
+        max_wait_seconds=settings.max_wait_seconds,
+    )
 
 
 def console_url(arn: str) -> str:
@@ -60,11 +73,16 @@ class NpaWorkflowStack(Stack):
         bucket, table = self.storage.bucket, self.storage.table
 
         self.secret = self._skypilot_secret(settings)
+        self.step_secrets = (
+            self._imported_secret("StepSecrets", settings.step_secrets_arn) if settings.step_secrets_arn else None
+        )
         # The one set of options: the machines are compiled with it and the inbox is told its heartbeat.
         self.compile_options = compile_options(settings)
         catalog = compile_catalog(specs_dir, self.compile_options)
-        ad_hoc_prefix = f"{self.stack_name}-adhoc-"
-        ad_hoc_arns = [machine_arn(self, f"{ad_hoc_prefix}*")] if settings.allow_ad_hoc_specs else []
+        ad_hoc = ad_hoc_prefix(self.stack_name)
+        ad_hoc_arns = [machine_arn(self, f"{ad_hoc}*")] if settings.allow_ad_hoc_specs else []
+        # Every machine of this stack, deployed or ad hoc, and their Distributed Maps' child machines.
+        self.machines_arn = machine_arn(self, machine_prefix(self.stack_name) + "*")
         if not settings.skypilot_endpoint:
             Annotations.of(self).add_warning_v2(
                 "npa-workflow:NoSkyPilotEndpoint",
@@ -88,6 +106,9 @@ class NpaWorkflowStack(Stack):
         functions = self.engine.functions
         for name in SECRET_READERS:
             functions[name].add_environment("SKYPILOT_TOKEN_SECRET_ARN", self.secret.secret_arn)
+        if self.step_secrets is not None:
+            for name in STEP_SECRET_READERS:
+                functions[name].add_environment(STEP_SECRETS_ENV, self.step_secrets.secret_arn)
 
         self.workflows = WorkflowMachines(
             self,
@@ -97,19 +118,17 @@ class NpaWorkflowStack(Stack):
             bucket=bucket,
             retention_days=settings.retention_days,
         )
-        machine_arns = list(self.workflows.arns.values())
         inbox = functions["inbox"]
-        inbox.add_environment(
-            "NPA_WORKFLOW_STATE_MACHINES",
-            self.to_json_string({name: m.state_machine_arn for name, m in self.workflows.machines.items()}),
-        )
+        inbox.add_environment(MACHINE_ARN_PREFIX_ENV, machine_arn(self, ""))
         inbox.add_environment("NPA_WORKFLOW_ALLOW_AD_HOC", "true" if settings.allow_ad_hoc_specs else "false")
         inbox.add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
+        inbox.add_environment(MAX_WAIT_ENV, str(self.compile_options.max_wait_seconds))
         tools_file = specs_dir / TOOLS_FILE_NAME
         self.catalog = CatalogPublication(
             self,
             "Catalog",
             specs=catalog,
+            machine_names=self.workflows.names,
             tools_file=tools_file if tools_file.is_file() else None,
             bucket=bucket,
             retention_days=settings.retention_days,
@@ -121,39 +140,72 @@ class NpaWorkflowStack(Stack):
             table=table,
             index_arns=self.storage.index_arns(),
             secret=self.secret,
-            machine_arns=machine_arns,
-            ad_hoc_machine_arns=ad_hoc_arns,
+            machines_arn=self.machines_arn,
             data_buckets=settings.data_buckets,
+            step_secrets=self.step_secrets,
+            kms=KmsKeys(
+                skypilot_token=settings.skypilot_token_kms_key_arn,
+                step_secrets=settings.step_secrets_kms_key_arn,
+                data_buckets=settings.data_bucket_kms_key_arns,
+            ),
         )
         self.ad_hoc_role: iam.Role | None = None
         if settings.allow_ad_hoc_specs:
-            self._ad_hoc(ad_hoc_prefix, ad_hoc_arns)
+            self._ad_hoc(ad_hoc, ad_hoc_arns)
 
         self.events = EngineEvents(
             self,
             "Events",
             bucket=bucket,
             functions=functions,
-            machine_arns=machine_arns,
-            ad_hoc_machine_arn_prefix=machine_arn(self, ad_hoc_prefix) if settings.allow_ad_hoc_specs else None,
+            machine_arn_prefix=machine_arn(self, machine_prefix(self.stack_name)),
             watch_interval_minutes=settings.watch_interval_minutes,
+            trigger_event_buckets=settings.trigger_event_buckets,
         )
+        self.async_failures = AsyncFailures(self, "AsyncFailures", functions=functions)
         self.alarms = EngineAlarms(
             self,
             "Alarms",
             machines=self.workflows.machines,
             functions=functions,
             dead_letters=self.events.dead_letters,
+            failed_invocations=self.async_failures.failed_invocations,
             alarm_topic_arn=settings.alarm_topic_arn,
         )
+        self._lint_exceptions()
         self._outputs()
+
+    def _lint_exceptions(self) -> None:
+        """cfn-lint-serverless findings that do not apply, each on its resource with the reason (never stack-wide)."""
+        permissions = [c for c in self.node.find_all() if isinstance(c, lambda_.CfnPermission)]
+        for name, config in self.async_failures.configs.items():
+            arn = self.resolve(self.engine.functions[name].function_arn)
+            for permission in permissions:
+                if self.resolve(permission.function_name) == arn:
+                    ignore_cfn_lint(permission, "ES1007", f"{config.node.path} gives the function an on-failure "
+                                    "destination; the rule compares FunctionName as written (Ref there, Fn::GetAtt "
+                                    "here) and misses it")
+        for fn in self.engine.functions.values():
+            ignore_cfn_lint(fn, "WS1004", "the function logs to its own log group (LoggingConfig.LogGroup) with "
+                            "RetentionInDays; the rule only knows log groups named /aws/lambda/<function>")
+        for rule, reason in (
+            ("WS1000", "aws-cdk-lib's own BucketDeployment handler, run only by CloudFormation during deploys, "
+             "never on the engine's data path; BucketDeployment offers no tracing option"),
+            ("WS1004", "it logs to its own log group (BucketDeployment log_group) with RetentionInDays"),
+        ):
+            ignore_cfn_lint(self.catalog.handler, rule, reason)
+        for queue in (self.events.dead_letters, self.async_failures.failed_invocations):
+            ignore_cfn_lint(queue, "ES6000", "this queue is itself the dead-letter queue / on-failure destination")
+
+    def _imported_secret(self, construct_id: str, arn: str) -> secretsmanager.ISecret:
+        if is_complete_secret_arn(arn):
+            return secretsmanager.Secret.from_secret_complete_arn(self, construct_id, arn)
+        return secretsmanager.Secret.from_secret_partial_arn(self, construct_id, arn)
 
     def _skypilot_secret(self, settings: EngineSettings) -> secretsmanager.ISecret:
         arn = settings.skypilot_token_secret_arn
-        if arn and settings.secret_arn_is_complete:
-            return secretsmanager.Secret.from_secret_complete_arn(self, "SkyPilotToken", arn)
         if arn:
-            return secretsmanager.Secret.from_secret_partial_arn(self, "SkyPilotToken", arn)
+            return self._imported_secret("SkyPilotToken", arn)
         return secretsmanager.Secret(
             self,
             "SkyPilotToken",
@@ -229,6 +281,12 @@ class NpaWorkflowStack(Stack):
             "DeadLetterQueueUrl",
             value=self.events.dead_letters.queue_url,
             description="Events EventBridge could not deliver to a function",
+        )
+        CfnOutput(
+            self,
+            "FailedInvocationsQueueUrl",
+            value=self.async_failures.failed_invocations.queue_url,
+            description="Events a function failed on after Lambda's retries (inbox, trigger, reap, watch)",
         )
         for spec_name, machine in self.workflows.machines.items():
             CfnOutput(

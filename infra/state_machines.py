@@ -1,8 +1,14 @@
 """The compiled state machine of every spec in `specs/`: the same compiler the CLI uses, function ARNs substituted.
 
 Each machine is a Standard workflow (waitForTaskToken needs Standard) with logging to its own CloudWatch log
-group and X-Ray tracing. Machine names are fixed (`<stack>-<spec name>`), so policies can name their exact
-ARNs without depending on the machines (the functions the machines invoke also send their task responses).
+group and X-Ray tracing. Machine names are derived from the stack and spec names (`infra.names`: `<stack>.<spec>`
+mapped to the characters state machine and log group names allow), so policies and the reap rule name the
+machine prefix `<stack>.` without depending on the machines, and their size does not grow with the catalog.
+
+Definitions are serialized compactly and shipped as an S3 asset (`DefinitionS3Location`), not inline: a template is
+at most 1 MB (CloudFormation, template body in S3), and a catalog of many specs, or one large spec, would not fit
+inline. Each definition must stay under Step Functions' 1 MiB definition limit once the function ARNs are
+substituted: the synth fails with the spec's name, its size and the fix otherwise (`check_definition_size`).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -19,10 +26,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.functions import log_retention
+from infra.functions import log_retention, new_staging_dir
+from infra.names import AD_HOC_INFIX, log_group_name, machine_prefix, unique_construct_id
+from infra.names import machine_name as deployed_machine_name
+from infra.settings import SettingsError
 from infra.storage import RUNS_PREFIX
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
-from npa_workflow.compile.names import sanitize
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.loader import load_yaml_file
 
@@ -62,8 +71,39 @@ def compile_catalog(specs_dir: Path, options: CompileOptions | None = None) -> l
     return compiled
 
 
+# Step Functions: a state machine definition is at most 1 MiB (CreateStateMachine `definition`, UTF-8 bytes).
+MAX_DEFINITION_BYTES = 1024 * 1024
+# The longest ARN a placeholder can become: `arn:aws-us-gov:lambda:<region>:<12 digits>:function:<64 chars>`.
+MAX_FUNCTION_ARN_CHARS = 140
+
+
 def machine_name(stack_name: str, spec_name: str) -> str:
-    return sanitize(f"{stack_name}-{spec_name}")
+    return deployed_machine_name(stack_name, spec_name)
+
+
+def serialize_definition(definition: dict[str, Any]) -> str:
+    """Compact JSON: 1,000 states take 1.04 MB this way, 1.37 MB indented."""
+    return json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
+
+
+def deployed_definition_bytes(text: str) -> int:
+    """The definition's size once CloudFormation has substituted every function ARN (at worst)."""
+    size = len(text.encode("utf-8"))
+    for placeholder in SUBSTITUTIONS:
+        token = "${" + placeholder + "}"
+        size += text.count(token) * (MAX_FUNCTION_ARN_CHARS - len(token))
+    return size
+
+
+def check_definition_size(spec: CatalogSpec, text: str) -> None:
+    size = deployed_definition_bytes(text)
+    if size > MAX_DEFINITION_BYTES:
+        raise SettingsError(
+            f"{spec.path}: spec {spec.name!r} compiles to a {size:,}-byte state machine definition (function ARNs "
+            f"substituted), above Step Functions' limit of {MAX_DEFINITION_BYTES:,} bytes "
+            f"({len(spec.machine.definition.get('States', {}))} top-level states) "
+            "(fix: split the spec, or fewer states/members per group)"
+        )
 
 
 def machine_arn(stack: Stack, name: str) -> str:
@@ -79,17 +119,31 @@ def execution_arns(stack: Stack, name: str) -> str:
     )
 
 
+def child_execution_arns(stack: Stack, name: str) -> str:
+    """Every child execution of machine `name`'s Distributed Maps: `execution:<name>/<map run label>:<id>`."""
+    return stack.format_arn(
+        service="states", resource="execution", resource_name=f"{name}/*:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )
+
+
 def grant_distributed_map(role: iam.IRole, stack: Stack, name: str, bucket: s3.IBucket) -> None:
     """What a machine with a Distributed Map needs (`name`: its machine name, or a `<prefix>*` name pattern for
-    the ad-hoc machines, which share one role): start child executions of itself, describe and stop them, and
+    the ad-hoc machines, which share one role), as AWS documents it ("IAM policies for using Distributed Map
+    states") and aws-cdk-lib grants it (`StateGraph`): start child executions of itself (StartExecution on the
+    machine), describe and stop them (DescribeExecution/StopExecution on `execution:<name>:*` and on the children,
+    `execution:<name>/<label>:*`), redrive a failed Map Run (RedriveExecution on `execution:<name>/<label>:*`), and
     read its item lists under runs/."""
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine_arn(stack, name)])
     )
     role.add_to_principal_policy(
         iam.PolicyStatement(
-            actions=["states:DescribeExecution", "states:StopExecution"], resources=[execution_arns(stack, name)]
+            actions=["states:DescribeExecution", "states:StopExecution"],
+            resources=[execution_arns(stack, name), child_execution_arns(stack, name)],
         )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["states:RedriveExecution"], resources=[child_execution_arns(stack, name)])
     )
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{RUNS_PREFIX}*")])
@@ -117,17 +171,24 @@ class WorkflowMachines(Construct):
         self.roles: dict[str, iam.Role] = {}
         self.distributed: dict[str, list[str]] = {}  # spec name → its groups compiled to a Distributed Map
         invoked = [functions[name].function_arn for name in SUBSTITUTIONS.values()]
+        taken: set[str] = set()
+        ad_hoc = machine_prefix(stack.stack_name) + AD_HOC_INFIX
         for spec in specs:
             name = machine_name(stack.stack_name, spec.name)
-            construct_name = "".join(part.title() for part in _words(spec.name)) or "Spec"
-            if any(m.node.id == construct_name for m in self.machines.values()):
-                raise ValueError(f"{spec.path}: spec name {spec.name!r} clashes with another spec's; rename one")
+            if name.startswith(ad_hoc):
+                raise SettingsError(f"{spec.path}: spec name {spec.name!r} would take the ad-hoc machines' name prefix "
+                                    f"{ad_hoc!r} (fix: rename it)")
             if name in self.names.values():
-                raise ValueError(f"{spec.path}: spec name {spec.name!r} is used by another spec in the catalog")
+                raise SettingsError(f"{spec.path}: spec name {spec.name!r} is used by another spec in the catalog "
+                                    "(fix: rename one)")
+            construct_name = unique_construct_id(name, stack.stack_name, taken)
+            taken.add(construct_name)
+            text = serialize_definition(spec.machine.definition)
+            check_definition_size(spec, text)
             log_group = logs.LogGroup(
                 self,
                 f"{construct_name}Logs",
-                log_group_name=f"/aws/vendedlogs/states/{name}",
+                log_group_name=log_group_name(name),
                 retention=log_retention(retention_days),
                 removal_policy=RemovalPolicy.DESTROY,
             )
@@ -145,7 +206,7 @@ class WorkflowMachines(Construct):
                 construct_name,
                 state_machine_name=name,
                 state_machine_type=sfn.StateMachineType.STANDARD,
-                definition_body=sfn.DefinitionBody.from_string(json.dumps(spec.machine.definition, indent=1)),
+                definition_body=sfn.DefinitionBody.from_file(str(_stage_definition(name, text))),
                 definition_substitutions={
                     placeholder: functions[fn].function_arn for placeholder, fn in SUBSTITUTIONS.items()
                 },
@@ -163,14 +224,8 @@ class WorkflowMachines(Construct):
             self.distributed[spec.name] = list(spec.machine.distributed_groups)
 
 
-def _words(text: str) -> list[str]:
-    word, words = "", []
-    for ch in text:
-        if ch.isalnum():
-            word += ch
-        elif word:
-            words.append(word)
-            word = ""
-    if word:
-        words.append(word)
-    return words
+def _stage_definition(name: str, text: str) -> Path:
+    """The definition in a file of its own (the asset CloudFormation reads `DefinitionS3Location` from)."""
+    path = new_staging_dir("npa-workflow-definition-") / f"{name}.asl.json"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -18,6 +18,7 @@ RUNS_PREFIX = "runs/"
 CATALOG_PREFIX = "catalog/"
 CATALOG_SPECS_DIR = "specs"  # catalog/specs/<metadata.name>.yaml
 CATALOG_TOOLS_FILE = "tools.yaml"  # catalog/tools.yaml
+CATALOG_MACHINES_FILE = "machines.json"  # catalog/machines.json: {"machines": {spec name: machine name}}
 ACCESS_LOG_PREFIX = "engine-bucket/"
 
 # How long rejection reports stay: they explain one bad upload, nobody needs them for long.

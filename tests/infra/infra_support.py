@@ -34,6 +34,10 @@ from aws_cdk.assertions import Template  # noqa: E402
 
 ENDPOINT = "https://skypilot.example.com"
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:npa/skypilot-token-AbCdEf"
+STEP_SECRETS_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:npa/step-secrets"  # no suffix: partial
+TOKEN_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/11111111-1111-1111-1111-111111111111"
+STEP_SECRETS_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/22222222-2222-2222-2222-222222222222"
+DATA_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/33333333-3333-3333-3333-333333333333"
 UNIT_CONTEXT: dict[str, Any] = {"aws:cdk:bundling-stacks": [], "skypilotEndpoint": ENDPOINT}
 AD_HOC_CONTEXT: dict[str, Any] = {
     **UNIT_CONTEXT,
@@ -43,6 +47,11 @@ AD_HOC_CONTEXT: dict[str, Any] = {
     "watchIntervalMinutes": 5,
     "retentionDays": 90,
     "alarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall",
+    "stepSecretsArn": STEP_SECRETS_ARN,
+    "skypilotTokenKmsKeyArn": TOKEN_KEY_ARN,
+    "stepSecretsKmsKeyArn": STEP_SECRETS_KEY_ARN,
+    "dataBucketKmsKeyArns": DATA_KEY_ARN,
+    "triggerEventBuckets": "team-data",
 }
 
 
@@ -62,6 +71,14 @@ class Synth:
 
     def logical_id(self, construct: Any) -> str:
         return self.stack.resolve(self.stack.get_logical_id(construct.node.default_child))
+
+    def definition_text(self, machine: Any) -> str:
+        """A machine's definition as deployed: the asset file `DefinitionS3Location` names (the synth copied it)."""
+        props = self.template["Resources"][self.logical_id(machine)]["Properties"]
+        return (self.outdir / f"asset.{props['DefinitionS3Location']['Key']}").read_text(encoding="utf-8")
+
+    def definition(self, machine: Any) -> dict[str, Any]:
+        return json.loads(self.definition_text(machine))
 
     def violations(self, plugin: str) -> list[dict[str, Any]]:
         return [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -29,14 +30,17 @@ def test_each_spec_is_published_under_its_name_and_the_tool_catalog_beside_them(
     expected = {f"specs/{load_spec(path).spec.name}.yaml": path.read_bytes() for path in spec_files(SPECS)}
     expected["tools.yaml"] = (SPECS / "tools.yaml").read_bytes()
     assert len(expected) > 1
-    assert _published(default_synth) == expected  # byte for byte, nothing else (no README, no steps/)
+    published = _published(default_synth)
+    machines = json.loads(published.pop("machines.json"))
+    assert published == expected  # byte for byte, nothing else (no README, no steps/)
+    assert machines == {"machines": default_synth.stack.workflows.names}
 
 
 def test_the_published_keys_are_the_keys_the_inbox_reads(default_synth: Synth) -> None:
     keys = {"catalog/" + key for key in _published(default_synth)}
     assert inbox.CATALOG_KEY in keys
     deployed = {key for key in keys if key.startswith(inbox.DEPLOYED_SPECS_PREFIX)}
-    assert keys == deployed | {inbox.CATALOG_KEY}
+    assert keys == deployed | {inbox.CATALOG_KEY, inbox.DEPLOYED_MACHINES_KEY}
     names = {key.removeprefix(inbox.DEPLOYED_SPECS_PREFIX).removesuffix(".yaml") for key in deployed}
     # Every deployed machine can be named by a run request, and nothing else can.
     assert names == set(default_synth.stack.workflows.machines)
@@ -83,4 +87,5 @@ def test_an_invalid_tool_catalog_fails_the_synth_with_the_engines_message(tmp_pa
     stack = cdk.Stack(cdk.App(context={"aws:cdk:bundling-stacks": []}), "CatalogOnly")
     bucket = s3.Bucket(stack, "Bucket")
     with pytest.raises(SpecError, match="unsupported catalog apiVersion"):
-        CatalogPublication(stack, "Catalog", specs=[], tools_file=tools, bucket=bucket, retention_days=1)
+        CatalogPublication(stack, "Catalog", specs=[], machine_names={}, tools_file=tools, bucket=bucket,
+                           retention_days=1)

@@ -205,7 +205,8 @@ def test_cli_synth_stages_the_catalog_the_deploy_publishes(cli_synth: CliRun) ->
     staged = cli_synth.outdir / f"asset.{key.removesuffix('.zip')}"
     files = {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
     assert "tools.yaml" in files and "specs/fanout.yaml" in files, files
-    assert all(f == "tools.yaml" or (f.startswith("specs/") and f.endswith(".yaml")) for f in files), files
+    assert all(f in ("tools.yaml", "machines.json") or (f.startswith("specs/") and f.endswith(".yaml"))
+               for f in files), files
 
 
 def test_cli_synth_validation_report_has_no_nag_findings(cli_synth: CliRun) -> None:

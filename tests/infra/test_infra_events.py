@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from infra_support import Synth
@@ -62,19 +63,14 @@ def test_reap_rule_takes_failed_aborted_timed_out_executions_of_this_stacks_mach
     assert pattern["source"] == ["aws.states"]
     assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
     assert pattern["detail"]["status"] == ["FAILED", "ABORTED", "TIMED_OUT", "SUCCEEDED"]
-    arns = sorted(_arn_text(a) for a in pattern["detail"]["stateMachineArn"])
-    expected = sorted(
-        f"arn:<Partition>:states:<Region>:<AccountId>:stateMachine:NpaWorkflow-{name}"
-        for name in default_synth.stack.workflows.machines
-    )
-    assert arns == expected
+    # One prefix for every machine of the stack (deployed and ad hoc): the pattern does not grow with the catalog.
+    prefix = "arn:<Partition>:states:<Region>:<AccountId>:stateMachine:NpaWorkflow."
+    for synth in (default_synth, ad_hoc_synth):
+        machines = _rule(synth, synth.stack.events.reap_rule)["EventPattern"]["detail"]["stateMachineArn"]
+        assert [_arn_text(m["prefix"]) for m in machines] == [prefix]
+    for name in default_synth.stack.workflows.names.values():
+        assert name.startswith("NpaWorkflow.")
     assert _target_function(default_synth, props) == _fn(default_synth, "reap")
-
-    ad_hoc = _rule(ad_hoc_synth, ad_hoc_synth.stack.events.reap_rule)["EventPattern"]["detail"]["stateMachineArn"]
-    prefixes = [a["prefix"] for a in ad_hoc if isinstance(a, dict) and "prefix" in a]
-    assert [_arn_text(p) for p in prefixes] == [
-        "arn:<Partition>:states:<Region>:<AccountId>:stateMachine:NpaWorkflow-adhoc-"
-    ]
 
 
 def test_watch_runs_on_a_schedule_set_by_context(default_synth: Synth, ad_hoc_synth: Synth) -> None:
@@ -107,7 +103,7 @@ def test_alarms_on_failed_executions_handler_errors_and_undelivered_events(
 ) -> None:
     alarms = default_synth.resources("AWS::CloudWatch::Alarm")
     stack = default_synth.stack
-    assert len(alarms) == len(stack.workflows.machines) + len(stack.engine.functions) + 1
+    assert len(alarms) == len(stack.workflows.machines) + len(stack.engine.functions) + 2
     errors = [a["Properties"] for a in alarms.values() if a["Properties"].get("MetricName") == "Errors"]
     assert {a["Dimensions"][0]["Value"]["Ref"] for a in errors} == {
         default_synth.logical_id(fn) for fn in stack.engine.functions.values()
@@ -138,3 +134,57 @@ def test_outputs_bucket_inbox_table_and_a_console_url_per_machine(default_synth:
             "https://<AWS::Region>.console.aws.amazon.com/states/home?region=<AWS::Region>"
             f"#/statemachines/view/<{default_synth.logical_id(machine)}>"
         )
+
+
+def test_every_async_invoked_function_keeps_the_events_it_failed_on(default_synth: Synth) -> None:
+    """Issue 11 item 13: Lambda retries an asynchronous invocation twice, then drops the event unless the function
+    has an on-failure destination. Every function EventBridge invokes (an async principal) has one: the queue."""
+    stack = default_synth.stack
+    queue = default_synth.logical_id(stack.async_failures.failed_invocations)
+    configs = {
+        c["Properties"]["FunctionName"]["Ref"]: c["Properties"]
+        for c in default_synth.resources("AWS::Lambda::EventInvokeConfig").values()
+    }
+    invoked_async = {
+        p["Properties"]["FunctionName"]["Fn::GetAtt"][0]
+        for p in default_synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] in ("events.amazonaws.com", "s3.amazonaws.com", "sns.amazonaws.com")
+    }
+    assert invoked_async == {_fn(default_synth, n) for n in ("inbox", "trigger", "reap", "watch")}
+    assert set(configs) == invoked_async
+    for fn, config in configs.items():
+        assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue, "Arn"]}
+        assert config["MaximumRetryAttempts"] == (0 if fn == _fn(default_synth, "watch") else 2)
+    # Each of them may send to the queue (the destination's grant), and an alarm watches its depth.
+    for name in ("inbox", "trigger", "reap", "watch"):
+        role = default_synth.logical_id(stack.engine.roles[name])
+        sends = [
+            st for p in default_synth.resources("AWS::IAM::Policy").values()
+            if {"Ref": role} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"] if "sqs:SendMessage" in st["Action"]
+        ]
+        assert [st["Resource"] for st in sends] == [{"Fn::GetAtt": [queue, "Arn"]}], name
+    alarm = default_synth.template["Resources"][default_synth.logical_id(stack.alarms.failed_invocation_alarm)]
+    assert alarm["Properties"]["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    assert alarm["Properties"]["Threshold"] == 1
+
+
+def test_a_data_bucket_named_in_context_sends_its_object_created_events_to_trigger(
+    default_synth: Synth, ad_hoc_synth: Synth
+) -> None:
+    """Issue 11 item 17: a trigger waiting on a data bucket completes on the bucket's event, not at the next tick."""
+    assert default_synth.stack.events.data_trigger_rule is None
+    rule = ad_hoc_synth.stack.events.data_trigger_rule
+    props = _rule(ad_hoc_synth, rule)
+    assert props["EventPattern"] == {
+        "source": ["aws.s3"], "detail-type": ["Object Created"], "detail": {"bucket": {"name": ["team-data"]}}
+    }
+    assert _target_function(ad_hoc_synth, props) == _fn(ad_hoc_synth, "trigger")
+    # The trigger function may list that bucket (it counts the objects under the watched prefix).
+    trigger_role = ad_hoc_synth.logical_id(ad_hoc_synth.stack.engine.roles["trigger"])
+    listed = [
+        st["Resource"] for p in ad_hoc_synth.resources("AWS::IAM::Policy").values()
+        if {"Ref": trigger_role} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "s3:ListBucket"
+    ]
+    assert any("team-data" in json.dumps(r) for r in listed)

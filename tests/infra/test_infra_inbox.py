@@ -7,13 +7,12 @@ tell it the options the machines were compiled with, or no upload would ever mat
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import pytest
 from infra_support import REPO_ROOT, Synth
 
-from infra.stack import HEARTBEAT_ENV, compile_options
+from infra.stack import HEARTBEAT_ENV, MACHINE_ARN_PREFIX_ENV, MAX_WAIT_ENV, compile_options
 from infra.state_machines import spec_files
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.engine import inbox
@@ -28,6 +27,9 @@ def _as_text(value: Any) -> str:
         return value
     if "Fn::Join" in value:
         return "".join(_as_text(part) for part in value["Fn::Join"][1])
+    pseudo = {"AWS::Partition": "aws", "AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012"}
+    if "Ref" in value and value["Ref"] in pseudo:
+        return pseudo[value["Ref"]]
     if "Ref" in value:
         return f"arn:aws:states:eu-west-1:123456789012:stateMachine:{value['Ref']}"
     if "Fn::GetAtt" in value:
@@ -58,14 +60,13 @@ def _heartbeats(definition: dict[str, Any]) -> set[int]:
 
 
 def _definitions(synth: Synth) -> dict[str, dict[str, Any]]:
-    return {
-        name: json.loads(synth.template["Resources"][synth.logical_id(m)]["Properties"]["DefinitionString"])
-        for name, m in synth.stack.workflows.machines.items()
-    }
+    return {name: synth.definition(m) for name, m in synth.stack.workflows.machines.items()}
 
 
 def test_the_stack_uses_the_env_var_names_the_inbox_reads() -> None:
     assert HEARTBEAT_ENV == inbox.HEARTBEAT_ENV
+    assert MAX_WAIT_ENV == inbox.MAX_WAIT_ENV
+    assert MACHINE_ARN_PREFIX_ENV == inbox.MACHINE_ARN_PREFIX_ENV
 
 
 @pytest.mark.parametrize(("variant", "heartbeat"), [("default_synth", 300), ("ad_hoc_synth", 900)])
@@ -80,12 +81,40 @@ def test_the_inbox_is_told_the_heartbeat_the_machines_are_compiled_with(
     assert inbox.InboxSettings.from_environment(env).heartbeat_seconds == heartbeat
 
 
-def test_only_the_heartbeat_differs_from_the_compilers_defaults(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+def test_only_the_heartbeat_and_deadline_differ_from_the_compilers_defaults(
+    default_synth: Synth, ad_hoc_synth: Synth
+) -> None:
     """The inbox takes every other option from a run request, defaulting to the compiler's defaults."""
     for synth in (default_synth, ad_hoc_synth):
         options = compile_options(synth.stack.settings)
         assert synth.stack.compile_options == options
-        assert dataclasses.replace(options, heartbeat_seconds=CompileOptions().heartbeat_seconds) == CompileOptions()
+        assert options.max_wait_seconds == synth.stack.settings.max_wait_seconds == 7 * 24 * 3600
+        assert dataclasses.replace(
+            options, heartbeat_seconds=CompileOptions().heartbeat_seconds,
+            max_wait_seconds=CompileOptions().max_wait_seconds,
+        ) == CompileOptions()
+
+
+def test_the_deployed_deadline_is_days_and_the_inbox_is_told_it(default_synth: Synth) -> None:
+    """Issue 11 item 8: machines were compiled with the compiler's 1-hour default; a 2-hour training step was
+    cancelled in the cloud. The stack's `maxWaitSeconds` (7 days by default) is every wave Task's TimeoutSeconds."""
+    env = _inbox_env(default_synth)
+    assert env[inbox.MAX_WAIT_ENV] == str(7 * 24 * 3600)
+    assert inbox.InboxSettings.from_environment(env).max_wait_seconds == 7 * 24 * 3600
+    timeouts = set()
+    for definition in _definitions(default_synth).values():
+        _walk(definition, lambda node: timeouts.add(node["TimeoutSeconds"]) if "HeartbeatSeconds" in node else None)
+    assert timeouts == {7 * 24 * 3600}
+
+
+def _walk(node: Any, visit: Any) -> None:
+    if isinstance(node, dict):
+        visit(node)
+        for value in node.values():
+            _walk(value, visit)
+    elif isinstance(node, list):
+        for value in node:
+            _walk(value, visit)
 
 
 @pytest.mark.parametrize("variant", ["default_synth", "ad_hoc_synth"])
@@ -96,7 +125,8 @@ def test_an_unchanged_spec_compiled_by_the_inbox_matches_its_deployed_machine(
     its settings give and compare with the deployed definition, function ARNs masked."""
     synth: Synth = request.getfixturevalue(variant)
     settings = inbox.InboxSettings.from_environment(_inbox_env(synth))
-    options = inbox._compile_options(inbox.RunRequestOptions(), settings)
+    request = inbox.RunRequestOptions().model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
+    options = inbox._compile_options(request, settings)
     assert options == synth.stack.compile_options
     deployed = _definitions(synth)
     for path in spec_files(SPECS):
@@ -106,21 +136,39 @@ def test_an_unchanged_spec_compiled_by_the_inbox_matches_its_deployed_machine(
 
 
 def test_the_inbox_settings_read_back_from_the_default_stack(default_synth: Synth) -> None:
+    """The deployed machines: the ARN prefix from the environment, the names from catalog/machines.json."""
     settings = inbox.InboxSettings.from_environment(_inbox_env(default_synth))
-    assert set(settings.state_machines) == set(default_synth.stack.workflows.machines)
+    assert settings.state_machines == {}
     assert settings.allow_ad_hoc is False
+    root = default_synth.outdir / default_synth.stack.catalog.asset.asset_path
+    published = (root / inbox.DEPLOYED_MACHINES_KEY.removeprefix("catalog/")).read_bytes()
+
+    class Store:
+        def get(self, uri: str) -> bytes | None:
+            return published if uri == f"s3://engine/{inbox.DEPLOYED_MACHINES_KEY}" else None
+
+    class Runs:
+        bucket = "engine"
+
+    engine = type("E", (), {"store": Store(), "runs": Runs()})()
+    machines = inbox.with_deployed_machines(engine, settings).state_machines
+    assert machines == {
+        spec: f"arn:aws:states:eu-west-1:123456789012:stateMachine:{name}"
+        for spec, name in default_synth.stack.workflows.names.items()
+    }
 
 
 def test_every_variable_the_inbox_reads_is_set_when_ad_hoc_specs_are_allowed(ad_hoc_synth: Synth) -> None:
     env = _inbox_env(ad_hoc_synth)
     read = {
-        inbox.STATE_MACHINES_ENV, inbox.ALLOW_AD_HOC_ENV, inbox.AD_HOC_PREFIX_ENV, inbox.AD_HOC_ROLE_ENV,
+        inbox.MACHINE_ARN_PREFIX_ENV, inbox.MAX_WAIT_ENV,
+        inbox.ALLOW_AD_HOC_ENV, inbox.AD_HOC_PREFIX_ENV, inbox.AD_HOC_ROLE_ENV,
         inbox.AD_HOC_LOG_GROUP_ENV, inbox.HEARTBEAT_ENV, *inbox.FUNCTION_ARN_ENVS.values(),
     }
     assert {name for name in read if env.get(name)} == read
     settings = inbox.InboxSettings.from_environment(env)  # raises when an ad-hoc variable is missing
     assert settings.allow_ad_hoc is True
-    assert settings.ad_hoc_prefix == "NpaWorkflow-adhoc-"
+    assert settings.ad_hoc_prefix == "NpaWorkflow.adhoc."
     functions = ad_hoc_synth.stack.engine.functions
     assert {p: arn.rsplit(":", 1)[1] for p, arn in settings.function_arns.items()} == {
         placeholder: ad_hoc_synth.logical_id(functions[name])

@@ -13,7 +13,7 @@ import pytest
 from infra_support import REPO_ROOT
 
 from infra.app import cdk_json_context
-from infra.settings import EngineSettings, SettingsError
+from infra.settings import EngineSettings, SettingsError, is_complete_secret_arn
 
 
 def settings(context: dict[str, Any]) -> EngineSettings:
@@ -29,15 +29,16 @@ def test_cdk_json_has_the_defaults_and_quiet_cli_settings() -> None:
     assert settings(context) == EngineSettings()
     assert settings({}) == EngineSettings(
         skypilot_endpoint="", skypilot_token_secret_arn="", allow_ad_hoc_specs=False, retention_days=30,
-        watch_interval_minutes=1, data_buckets=[], alarm_topic_arn="",
+        watch_interval_minutes=1, data_buckets=[], alarm_topic_arn="", max_wait_seconds=7 * 24 * 3600,
     )
 
 
 def test_command_line_strings_are_parsed() -> None:
     parsed = settings({"allowAdHocSpecs": "true", "retentionDays": "7", "watchIntervalMinutes": "2",
+                       "maxWaitSeconds": "86400",
                        "dataBuckets": "a-bucket, b.bucket"})
     assert parsed.allow_ad_hoc_specs is True
-    assert parsed.retention_days == 7 and parsed.watch_interval_minutes == 2
+    assert parsed.retention_days == 7 and parsed.watch_interval_minutes == 2 and parsed.max_wait_seconds == 86400
     assert parsed.data_buckets == ["a-bucket", "b.bucket"]
     assert settings({"dataBuckets": '["x-bucket"]'}).data_buckets == ["x-bucket"]
     assert settings({"allowAdHocSpecs": "false"}).allow_ad_hoc_specs is False
@@ -53,6 +54,14 @@ def test_command_line_strings_are_parsed() -> None:
         ({"skypilotEndpoint": "skypilot.example.com"}, "skypilotEndpoint"),
         ({"skypilotTokenSecretArn": "my-secret"}, "skypilotTokenSecretArn"),
         ({"dataBuckets": "Not_A_Bucket"}, "dataBuckets"),
+        ({"maxWaitSeconds": 0}, "maxWaitSeconds"),
+        ({"maxWaitSeconds": 366 * 86400}, "maxWaitSeconds"),  # a Standard execution lasts at most a year
+        ({"retentionDays": 7}, "retentionDays"),  # shorter than the default 7-day deadline
+        ({"retentionDays": 30, "maxWaitSeconds": 30 * 86400}, "retentionDays"),
+        ({"stepSecretsArn": "step-secrets"}, "stepSecretsArn"),
+        ({"skypilotTokenKmsKeyArn": "alias/mine"}, "skypilotTokenKmsKeyArn"),
+        ({"dataBucketKmsKeyArns": "arn:aws:kms:eu-west-1:123456789012:alias/x"}, "dataBucketKmsKeyArns"),
+        ({"dataBuckets": "team-data", "triggerEventBuckets": "other-data"}, "triggerEventBuckets"),
     ],
 )
 def test_wrong_values_name_the_key_and_the_fix(context: dict[str, Any], key: str) -> None:
@@ -63,9 +72,17 @@ def test_wrong_values_name_the_key_and_the_fix(context: dict[str, Any], key: str
 
 def test_secret_arn_with_or_without_suffix() -> None:
     complete = "arn:aws:secretsmanager:us-east-1:123456789012:secret:skypilot-AbC123"
-    assert settings({"skypilotTokenSecretArn": complete}).secret_arn_is_complete
+    assert is_complete_secret_arn(settings({"skypilotTokenSecretArn": complete}).skypilot_token_secret_arn)
     partial = "arn:aws:secretsmanager:us-east-1:123456789012:secret:skypilot"
-    assert not settings({"skypilotTokenSecretArn": partial}).secret_arn_is_complete
+    assert not is_complete_secret_arn(settings({"skypilotTokenSecretArn": partial}).skypilot_token_secret_arn)
+
+
+def test_retention_must_outlive_the_longest_wave() -> None:
+    """A wave may wait `maxWaitSeconds`; its run's ledger items and runs/ artifacts must still be there after."""
+    assert settings({"retentionDays": 8}).retention_days == 8  # 8 days > the 7-day default deadline
+    with pytest.raises(SettingsError, match=r"retentionDays=8 is shorter than maxWaitSeconds=864000") as err:
+        settings({"retentionDays": 8, "maxWaitSeconds": 10 * 86400})
+    assert "-c retentionDays=11" in str(err.value)
 
 
 def test_plain_python_app_reports_a_bad_context_value_without_a_traceback() -> None:

@@ -39,7 +39,10 @@ def test_definitions_come_from_the_clis_compiler_with_function_arns_substituted(
         loaded = load_spec(path)
         expected = compile_spec(loaded, compile_options(default_synth.stack.settings)).definition
         props = machines[loaded.spec.name]
-        assert json.loads(props["DefinitionString"]) == expected
+        text = default_synth.definition_text(default_synth.stack.workflows.machines[loaded.spec.name])
+        assert json.loads(text) == expected
+        assert "DefinitionString" not in props  # an S3 asset: the template stays under 1 MB whatever the specs
+        assert text == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)  # compact
         assert json.dumps(expected).count("${LaunchFunctionArn}") >= 1
         assert props["DefinitionSubstitutions"] == {
             placeholder: {"Fn::GetAtt": [default_synth.logical_id(functions[fn]), "Arn"]}
@@ -56,8 +59,8 @@ def test_machines_are_standard_logged_traced_and_named_after_stack_and_spec(defa
         destination = props["LoggingConfiguration"]["Destinations"][0]["CloudWatchLogsLogGroup"]["LogGroupArn"]
         log_group = default_synth.template["Resources"][destination["Fn::GetAtt"][0]]
         assert log_group["Type"] == "AWS::Logs::LogGroup"
-        assert log_group["Properties"]["LogGroupName"] == f"/aws/vendedlogs/states/NpaWorkflow-{spec_name}"
-        assert props["StateMachineName"] == machine_name("NpaWorkflow", spec_name) == f"NpaWorkflow-{spec_name}"
+        assert log_group["Properties"]["LogGroupName"] == f"/aws/vendedlogs/states/NpaWorkflow.{spec_name}"
+        assert props["StateMachineName"] == machine_name("NpaWorkflow", spec_name) == f"NpaWorkflow.{spec_name}"
 
 
 def test_machine_roles_invoke_exactly_the_four_engine_functions(default_synth: Synth) -> None:
@@ -85,7 +88,7 @@ def test_machine_roles_invoke_exactly_the_four_engine_functions(default_synth: S
 def test_heartbeat_follows_the_watch_interval(default_synth: Synth, ad_hoc_synth: Synth) -> None:
     assert compile_options(default_synth.stack.settings).heartbeat_seconds == CompileOptions().heartbeat_seconds
     assert compile_options(ad_hoc_synth.stack.settings).heartbeat_seconds == 3 * 5 * 60  # watchIntervalMinutes=5
-    definition = json.loads(next(iter(_machines(ad_hoc_synth).values()))["DefinitionString"])
+    definition = ad_hoc_synth.definition(next(iter(ad_hoc_synth.stack.workflows.machines.values())))
     beats = [s["HeartbeatSeconds"] for s in _walk_states(definition) if "HeartbeatSeconds" in s]
     assert beats and set(beats) == {900}
 

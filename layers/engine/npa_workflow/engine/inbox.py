@@ -34,7 +34,11 @@ later run of the same definition. Then `engine.start.start_run` with the run id 
 
 Settings (`InboxSettings.from_environment()`):
 
-- `NPA_WORKFLOW_STATE_MACHINES`: JSON map spec name → state machine ARN (the deployed specs);
+- `NPA_WORKFLOW_STATE_MACHINES`: JSON map spec name → state machine ARN (the deployed specs); or, as the stack sets
+  it, `NPA_WORKFLOW_MACHINE_ARN_PREFIX` and the map spec name → machine name in `catalog/machines.json`, which the
+  deploy publishes (an environment map passes Lambda's 4 KB limit at about 34 specs): `with_deployed_machines`;
+- `NPA_WORKFLOW_MAX_WAIT_SECONDS` (optional): the per-wave deadline the deployed machines were compiled with, the
+  default of a run request's `options.maxWaitSeconds`;
 - `NPA_WORKFLOW_ALLOW_AD_HOC`: `true` lets the inbox create machines for other specs, with
   `NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX`, `NPA_WORKFLOW_AD_HOC_ROLE_ARN`, `NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN` and
   `NPA_WORKFLOW_{LAUNCH,DECIDE,TRIGGER,CLEANUP}_FUNCTION_ARN`;
@@ -44,6 +48,7 @@ Settings (`InboxSettings.from_environment()`):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -81,6 +86,9 @@ AD_HOC_PREFIX_ENV = "NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"
 AD_HOC_ROLE_ENV = "NPA_WORKFLOW_AD_HOC_ROLE_ARN"
 AD_HOC_LOG_GROUP_ENV = "NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN"
 HEARTBEAT_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"
+MACHINE_ARN_PREFIX_ENV = "NPA_WORKFLOW_MACHINE_ARN_PREFIX"
+MAX_WAIT_ENV = "NPA_WORKFLOW_MAX_WAIT_SECONDS"
+DEPLOYED_MACHINES_KEY = "catalog/machines.json"
 # The compiler's placeholder → the variable holding the function's ARN.
 FUNCTION_ARN_ENVS = {
     LAUNCH: "NPA_WORKFLOW_LAUNCH_FUNCTION_ARN",
@@ -104,6 +112,8 @@ class InboxSettings:
     ad_hoc_log_group_arn: str = ""
     function_arns: Mapping[str, str] = field(default_factory=dict)  # compiler placeholder → function ARN
     heartbeat_seconds: int = _DEFAULTS.heartbeat_seconds
+    machine_arn_prefix: str = ""
+    max_wait_seconds: int = _DEFAULTS.max_wait_seconds
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> InboxSettings:
@@ -125,6 +135,9 @@ class InboxSettings:
             ad_hoc_log_group_arn=env.get(AD_HOC_LOG_GROUP_ENV, "").strip(),
             function_arns={p: env.get(name, "").strip() for p, name in FUNCTION_ARN_ENVS.items()},
             heartbeat_seconds=int(heartbeat) if heartbeat.isdigit() else _DEFAULTS.heartbeat_seconds,
+            machine_arn_prefix=env.get(MACHINE_ARN_PREFIX_ENV, "").strip(),
+            max_wait_seconds=int(max_wait) if (max_wait := env.get(MAX_WAIT_ENV, "").strip()).isdigit()
+            else _DEFAULTS.max_wait_seconds,
         )
         if allow:
             missing = [name for name, value in (
@@ -220,9 +233,12 @@ def handle_object(
     body = _read_object(engine, bucket, key, version_id)
     if body is None:
         return InboxResult("ignored", key, reason="the object no longer exists")
+    settings = with_deployed_machines(engine, settings)
     try:
         prepared = _prepare(engine, uri, body)
         options = _options(prepared)
+        if "max_wait_seconds" not in options.model_fields_set:  # the stack's deadline, unless the request sets one
+            options = options.model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
         machine_arn, kind = _choose_machine(sfn_client, settings, prepared.loaded, compiled)
         request_run_id = prepared.request.run_id if prepared.request else None
@@ -254,6 +270,17 @@ def handle_object(
 
 
 # ------------------------------------------------------------------------------------------------ reading
+def with_deployed_machines(engine: Engine, settings: InboxSettings) -> InboxSettings:
+    """`settings` with the deployed machines of `catalog/machines.json` (`{"machines": {spec name: machine name}}`)
+    when the environment names an ARN prefix instead of a map."""
+    if settings.state_machines or not settings.machine_arn_prefix:
+        return settings
+    body = engine.store.get(f"s3://{engine.runs.bucket}/{DEPLOYED_MACHINES_KEY}")
+    names = json.loads(body).get("machines", {}) if body else {}
+    return dataclasses.replace(
+        settings, state_machines={str(k): settings.machine_arn_prefix + str(v) for k, v in names.items()})
+
+
 def _read_object(engine: Engine, bucket: str, key: str, version_id: str | None) -> bytes | None:
     """That version of the object when the event names one (a later upload must not change this run)."""
     client = getattr(engine.store, "client", None)
