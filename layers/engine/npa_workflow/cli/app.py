@@ -25,6 +25,7 @@ from npa_workflow.cli.common import (
     parse_vars,
 )
 from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, print_cost
+from npa_workflow.cli.gc import gc_command
 from npa_workflow.cli.graph import graph_command
 from npa_workflow.cli.logs import logs_command
 from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
@@ -226,6 +227,7 @@ app.command(name="cancel")(cancel_command)
 app.command(name="resume")(resume_command)
 app.command(name="list")(list_command)
 app.command(name="logs")(logs_command)
+app.command(name="gc")(gc_command)
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ and copy call it) and ``S3Backend.delete_object`` (``delete_objects`` calls it),
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -42,7 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUN_STATE_DIR", "DurableAws", "durable_aws", "run_ledger_items"]
+__all__ = ["RUN_STATE_DIR", "DurableAws", "StateInUse", "durable_aws", "held_elsewhere", "run_ledger_items"]
 
 LOG = logging.getLogger(__name__)
 ACCOUNT = "123456789012"  # moto's default account: what the servers' clients use
@@ -59,13 +60,42 @@ create table if not exists delivered (source text not null, ident text not null,
 """
 
 
+class StateInUse(RuntimeError):
+    """Another process's stack holds this state directory."""
+
+
+def _lock_path(root: Path) -> Path:
+    return Path(root) / "lock"
+
+
+def held_elsewhere(root: Path) -> bool:
+    """Whether a live process holds the state in ``root`` (its stack is running)."""
+    path = _lock_path(root)
+    if not path.is_file():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 class DurableAws:
-    """The durable state of one embedded AWS, in ``root`` (see the module doc)."""
+    """The durable state of one embedded AWS, in ``root`` (see the module doc). One process at a time holds it
+    (an flock on ``root/lock``, released by the kernel when the process dies, kill -9 included)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.bodies = self.root / "s3"
         self.bodies.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(_lock_path(self.root), "a+")  # noqa: SIM115 - held for the stack's life
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise StateInUse(f"{self.root} is in use by another npa-workflow process") from None
         self._db = sqlite3.connect(self.root / STATE_FILE, check_same_thread=False, isolation_level=None)
         self._db.execute("pragma journal_mode=wal")
         self._db.execute("pragma synchronous=normal")
@@ -78,6 +108,7 @@ class DurableAws:
         with self._lock:
             self._closed = True
             self._db.close()
+            self._lock_file.close()  # releases the flock
 
     # ------------------------------------------------------------------------------------------ recording
     def _recording(self) -> bool:

@@ -55,7 +55,7 @@ from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
-from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, durable_aws
+from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
 from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
@@ -618,7 +618,11 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.callback(_reset_quietly, server)
     stack.enter_context(process_environment(env))
     stack.callback(wiring.clear_cache)
-    durable = stack.enter_context(durable_aws(state_dir))
+    try:
+        durable = stack.enter_context(durable_aws(state_dir))
+    except StateInUse:
+        raise LocalRunError(f"{state_dir.parent} is in use by another npa-workflow process (a run being resumed, "
+                            "or serve on the same home): wait for it to end or stop it") from None
     stack.enter_context(moto_fixes())
     stack.enter_context(in_process_lambdas())
     stack.enter_context(handler_logs_to(lambdas_log))

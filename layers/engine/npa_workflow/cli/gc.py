@@ -1,0 +1,40 @@
+"""`npa-workflow gc`: list (default) or delete (`--yes`) local runs idle for longer than `--older-than` days."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from npa_workflow.cli.common import JsonOpt
+from npa_workflow.cli.output import print_json
+
+
+def gc_command(
+    older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
+                                              help="Prune runs nothing has written to for this many days.")] = 7.0,
+    yes: Annotated[bool, typer.Option("--yes", help="Delete them. Without it, gc only lists what it would delete.")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Prune old local runs: each run's folder under `<home>/runs/` (its ledger, S3 objects, report, logs) and the
+    job records and logs of its jobs under `<home>/jobs/`. A run another process holds (running, being resumed)
+    is never pruned. Dry run unless --yes. Home: $NPA_WORKFLOW_HOME, else ./.npa-workflow."""
+    from npa_workflow.local.gc import find_prunable, prune
+    from npa_workflow.local.runtime import local_home
+
+    home = local_home()
+    runs = find_prunable(home, older_than * 86400)
+    if yes:
+        prune(runs)
+    if as_json:
+        print_json({"home": str(home), "deleted": yes, "runs": [r.to_json() for r in runs]})
+        return
+    verb = "deleted" if yes else "would delete"
+    for run in runs:
+        sys.stdout.write(f"{verb} {run.run_id}: {run.status}, idle {run.idle_seconds / 86400:.1f} days, "
+                         f"{run.bytes / 1e6:.1f} MB, {len(run.job_files)} job files\n")
+    total = sum(r.bytes for r in runs) / 1e6
+    sys.stdout.write(f"{len(runs)} run(s) idle for more than {older_than:g} days under {home / 'runs'} "
+                     f"({total:.1f} MB){'' if yes else '; pass --yes to delete them'}\n")

@@ -1,0 +1,52 @@
+"""`npa-workflow gc`: lists idle local runs (dry run), deletes them with --yes (run folder and job files), and
+never touches a run another process holds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_support import cli, run, workspace, write_spec  # noqa: E402
+
+from npa_workflow.local.durable_aws import DurableAws  # noqa: E402
+from npa_workflow.local.gc import find_prunable  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+
+def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    spec = write_spec(ws, "echo", """\
+        initial: hi
+        states:
+          hi: {run: {argv: ["echo", "hi"]}, terminal: true}
+        """)
+    home = tmp_path / "home"
+    report = run(spec, home, run_id="old-run")
+    assert report["status"] == "SUCCEEDED"
+    job_id = report["waves"][0]["job_id"]
+    assert list((home / "jobs").glob(f"{job_id}.*"))
+    held = home / "runs" / "held-run" / "aws"
+    held_state = DurableAws(held)  # as a running (or resuming) process holds its run
+    try:
+        assert [r.run_id for r in find_prunable(home, 0)] == ["old-run"]
+        dry = cli("gc", "--older-than", "0", "--json", home=home)
+        assert dry.returncode == 0, dry.stderr
+        listed = json.loads(dry.stdout)
+        assert listed["deleted"] is False and [r["run_id"] for r in listed["runs"]] == ["old-run"]
+        assert listed["runs"][0]["status"] == "SUCCEEDED" and listed["runs"][0]["job_files"] >= 2
+        assert (home / "runs" / "old-run").is_dir()  # a dry run deletes nothing
+        assert json.loads(cli("gc", "--json", home=home).stdout)["runs"] == []  # not idle for 7 days
+
+        done = cli("gc", "--older-than", "0", "--yes", home=home)
+        assert done.returncode == 0 and "deleted old-run" in done.stdout, done.stdout
+        assert not (home / "runs" / "old-run").exists()
+        assert not list((home / "jobs").glob(f"{job_id}.*"))
+        assert held.is_dir()
+    finally:
+        held_state.close()
+    assert [r.run_id for r in find_prunable(home, 0)] == ["held-run"]  # released: prunable now
