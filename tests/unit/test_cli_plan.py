@@ -174,7 +174,7 @@ def test_plan_json_contract(runner, write):
     for step in doc["steps"]:
         assert set(step) == {
             "state", "iteration", "loop_label", "argv", "shell", "tool_ref", "resources",
-            "resources_profile", "outputs", "inputs", "group",
+            "resources_profile", "outputs", "inputs", "group", "loop", "round",
         }
     assert doc["steps"][0]["shell"] == "hello world"
     assert doc["steps"][1]["outputs"] == [{"uri": "s3://bk/r1/a", "schema": "r"}]
@@ -258,7 +258,7 @@ def test_waves_json_contract(runner, write):
     fan = doc["waves"][1]
     assert (fan["kind"], fan["name"], fan["max_concurrency"], fan["batches"]) == ("parallel", "fan", 2, 2)
     assert fan["steps"][0] == {
-        "state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/r2/a"],
+        "state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/r2/a"], "round": None,
     }
 
 

@@ -290,3 +290,38 @@ def test_a_launch_with_an_unknown_outcome_is_reconciled_by_name_never_resubmitte
     [(kind, _, _)] = settle(engine, "t2")  # the watch pass adopts the one job with that name
     assert kind == "succeed"
     assert len(engine.executor.find_by_name(name)) == 1
+
+
+class RecordingExecutor(LocalJobExecutor):
+    """Runs jobs locally and keeps every task document launch submitted."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.documents: list[str] = []
+
+    def submit(self, job):
+        self.documents.append(job.task_yaml)
+        return super().submit(job)
+
+
+def test_each_loop_round_is_launched_with_its_own_attempt_id_and_a_growing_fence(engine, tmp_path):
+    import yaml
+
+    engine.executor = RecordingExecutor(tmp_path / "rec-jobs", cancel_grace_seconds=1.0)
+    start(engine)
+    for round_ in (1, 2):
+        engine.store.put(f"s3://data/out/{round_}.txt", b"ok")
+        launch(engine, {"run_id": "r1", "state": "work", "loops": {"l1": round_}, "token": f"t{round_}"})
+        settle(engine, f"t{round_}")
+    envs = [list(yaml.safe_load_all(d))[1]["envs"] for d in engine.executor.documents]
+    assert [e["NPA_WORKFLOW_FENCE_SEQUENCE"] for e in envs] == ["1", "2"]
+    assert envs[0]["NPA_WORKFLOW_ATTEMPT_ID"] != envs[1]["NPA_WORKFLOW_ATTEMPT_ID"]
+    # `npa-workflow render` previews exactly these documents (the engine's own environment aside).
+    from npa_workflow.plan.steps import resolve_step
+    from npa_workflow.render import launch_document
+
+    run = engine.runs.load("r1")
+    previews = [launch_document(resolve_step(run.loaded, "work", run.run_ctx, loops={"refine": i}, state_outputs={}),
+                                workflow="t", run_id="r1", loops={"refine": i}, attempt=1, fence_sequence=i,
+                                extra_env=dict(engine.job_env))[1] for i in (1, 2)]
+    assert previews == engine.executor.documents

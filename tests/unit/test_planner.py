@@ -845,7 +845,7 @@ def test_plan_json_shape():
     for step in doc["steps"]:
         assert list(step) == [
             "state", "iteration", "loop_label", "argv", "shell", "tool_ref", "resources",
-            "resources_profile", "outputs", "inputs", "group",
+            "resources_profile", "outputs", "inputs", "group", "loop", "round",
         ]
     gate = doc["steps"][2]
     assert gate["outputs"] == [{"uri": "s3://bk/refine/1/decision.json", "schema": "decision"}]
@@ -940,3 +940,22 @@ def test_a_param_reads_its_sibling_params_in_dependency_order():
         " prefix: '{{config.prefix}}/fit'}\n")
     plan = build_plan(loaded)
     assert [s.argv for s in plan.steps] == [["fit", "s3://b/r1/ckpt", "p/fit"], ["fit", "s3://b/r2/ckpt", "p/fit"]]
+
+
+def test_every_step_keeps_its_loop_round_and_the_loop_counters_launch_keys_it_by():
+    p = plan("""\
+        states:
+          refine: {sequence: [fan, gate], loop: {max: 2}, next: done}
+          fan: {parallel: [a, b]}
+          a: {run: {shell: a}}
+          b: {run: {shell: b}}
+          gate: {run: {shell: g}}
+          done: {run: {shell: d}, terminal: true}
+        """)
+    assert [(s.state, s.loop_label, s.loop, s.round) for s in p.steps] == [
+        ("a", "fan", "refine", 1), ("b", "fan", "refine", 1), ("gate", "refine", "refine", 1),
+        ("a", "fan", "refine", 2), ("b", "fan", "refine", 2), ("gate", "refine", "refine", 2),
+        ("done", "", "", None),
+    ]
+    assert [s.loops for s in p.steps][-1] == {"refine": 2}  # counters persist after the loop
+    assert all(s.iteration is None for s in p.steps)  # the contract's iteration numbers leaf loops only

@@ -39,12 +39,24 @@ def test_every_rendered_job_loads_with_skypilot(spec: Path, assume: str, tmp_pat
 
 
 @pytest.mark.skypilot
-def test_fanout_group_renders_as_jobgroup_batches(tmp_path: Path, dag_utils) -> None:
-    result = CliRunner().invoke(app, ["render", str(ROOT / "specs" / "fanout.yaml"), "--out", str(tmp_path)])
+def test_fanout_group_renders_as_jobgroup_batches_only_on_request(tmp_path: Path, dag_utils) -> None:
+    result = CliRunner().invoke(app, ["render", str(ROOT / "specs" / "fanout.yaml"), "--job-groups",
+                                      "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    groups = [dag_utils.load_dag_from_yaml_str(f.read_text()) for f in sorted(tmp_path.glob("*shards*.yaml"))]
+    files = sorted(tmp_path.glob("*shards*.yaml"))
+    groups = [dag_utils.load_dag_from_yaml_str(f.read_text()) for f in files]
     # 3 members, maxConcurrency 2: a JobGroup of two, then the last member as a plain task.
     assert [(d.is_job_group(), len(d.tasks)) for d in groups] == [(True, 2), (False, 1)]
+    assert all(f.read_text().startswith("# The existing engine's shape") for f in files)
+
+
+def test_render_shows_one_job_per_member_as_launch_submits(tmp_path: Path, dag_utils) -> None:
+    result = CliRunner().invoke(app, ["render", str(ROOT / "specs" / "fanout.yaml"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    dags = {f.name: dag_utils.load_dag_from_yaml_str(f.read_text()) for f in sorted(tmp_path.glob("*.yaml"))}
+    assert [name.split("-01-", 1)[1] for name in dags] == [
+        "prepare.yaml", "shard-0.yaml", "shard-1.yaml", "shard-2.yaml", "join.yaml", "done.yaml"]
+    assert all(not d.is_job_group() and len(d.tasks) == 1 for d in dags.values())
 
 
 def test_render_of_an_invalid_spec_exits_1_with_the_path(tmp_path: Path) -> None:

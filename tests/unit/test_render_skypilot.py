@@ -569,3 +569,17 @@ class TestSkyPilotLoader:
         assert "ephemeral_storage" not in text
         [t] = dag_utils.load_dag_from_yaml_str(text).tasks
         assert _resources(t).disk_size_specified is True
+
+
+def test_launch_document_is_one_serial_task_named_and_identified_per_wave() -> None:
+    from npa_workflow.render import launch_document
+
+    step = make_step("train")
+    name1, doc1 = launch_document(step, workflow="demo", run_id="r1", loops={"refine": 1}, attempt=1, fence_sequence=1)
+    name2, doc2 = launch_document(step, workflow="demo", run_id="r1", loops={"refine": 2}, attempt=1, fence_sequence=2)
+    assert (name1, name2) == ("r1-01-train-refine1", "r1-01-train-refine2")
+    header, task1 = docs(doc1)
+    assert header == {"name": name1, "execution": "serial"}
+    task2 = docs(doc2)[1]
+    assert task1["envs"]["NPA_WORKFLOW_ATTEMPT_ID"] != task2["envs"]["NPA_WORKFLOW_ATTEMPT_ID"]
+    assert (task1["envs"]["NPA_WORKFLOW_FENCE_SEQUENCE"], task2["envs"]["NPA_WORKFLOW_FENCE_SEQUENCE"]) == ("1", "2")

@@ -134,3 +134,23 @@ def test_profile_tokens(errors, value, message):
 
 def test_profiles_resolve_config_and_run_tokens(load):
     load(with_profile("{image: 'repo/{{config.tag}}:{{run.id}}', cloud: kubernetes, memory: 16Gi}", config="{tag: t}"))
+
+
+def test_a_tool_image_resolves_from_the_catalog_or_is_rejected():
+    from npa_workflow.errors import SpecError
+    from npa_workflow.plan.planner import build_plan
+    from npa_workflow.spec.catalog import load_catalog_text
+    from npa_workflow.spec.load import load_spec_text
+
+    catalog = load_catalog_text("apiVersion: npa.workflow.tools/v1\nimages: {ltx2: reg.example/ltx2:1.4}\n"
+                                "tools:\n  wan.gen: {argv: [gen], image: reg.example/wan:2}\n", "tools.yaml")
+    head = "apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: t}\n"
+    body = "resources: {default: {image: 'tool://%s'}}\nstates:\n  a: {run: {shell: x}, terminal: true}\n"
+    for ref, image in (("ltx2", "reg.example/ltx2:1.4"), ("wan.gen", "reg.example/wan:2")):
+        step = build_plan(load_spec_text(head + body % ref, catalog=catalog)).steps[0]
+        assert step.image == image
+    with pytest.raises(SpecError) as info:
+        load_spec_text(head + body % "ltx", catalog=catalog)
+    [problem] = info.value.problems
+    assert (problem.path, problem.message, problem.hint) == (
+        "resources.default.image", "image tool://ltx names no image in the tool catalog", "did you mean 'tool://ltx2'?")

@@ -42,7 +42,7 @@ def test_valid_tokens_pass(load):
 
 @pytest.mark.parametrize(("command", "message", "hint"), [
     ("echo {{config.nope}}", "unknown config token: config.nope", "add 'nope' to config or params"),
-    ("echo {{run.nope}}", "unknown run token: run.nope", "known run keys: id, prefix"),
+    ("echo {{run.nope}}", "unknown run token: run.nope", "known run keys: bucket, id, prefix"),
     ("echo {{loop.nope}}", "unknown loop token: loop.nope",
      "name a state that has a loop, and use the token inside or after that loop"),
 ])

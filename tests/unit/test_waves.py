@@ -167,14 +167,14 @@ def test_waves_json_contract():
     for wave in doc["waves"]:
         assert list(wave) == ["index", "kind", "group", "name", "max_concurrency", "batches", "steps"]
         for step in wave["steps"]:
-            assert list(step) == ["state", "iteration", "tool_ref", "resources", "outputs"]
+            assert list(step) == ["state", "iteration", "tool_ref", "resources", "outputs", "round"]
     fan = doc["waves"][1]
     assert fan == {
         "index": 1, "kind": "parallel", "group": "fan", "name": "fan", "max_concurrency": 2, "batches": 2,
         "steps": [
-            {"state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/a"]},
-            {"state": "b", "iteration": None, "tool_ref": "", "resources": "default", "outputs": []},
-            {"state": "c", "iteration": None, "tool_ref": "", "resources": "default", "outputs": []},
+            {"state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/a"], "round": None},
+            {"state": "b", "iteration": None, "tool_ref": "", "resources": "default", "outputs": [], "round": None},
+            {"state": "c", "iteration": None, "tool_ref": "", "resources": "default", "outputs": [], "round": None},
         ],
     }
     assert doc["waves"][0]["group"] == ""

@@ -41,11 +41,13 @@ from npa_workflow.cli.stack import (
 from npa_workflow.compile.asl import CompileOptions
 from npa_workflow.cost import estimate_cost
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.plan.model import Plan, WavePlan
 from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import build_waves
 from npa_workflow.spec.catalog import CATALOG_API_VERSION, load_catalog_file
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.loader import load_yaml_file
+from npa_workflow.spec.validate import LoadedSpec
 
 app = typer.Typer(
     name="npa-workflow",
@@ -146,34 +148,30 @@ def render(
     assume_decision: AssumeOpt = None,
     max_concurrency: MaxConcurrencyOpt = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Write one YAML file per job into DIR")] = None,
+    job_groups: Annotated[bool, typer.Option(
+        "--job-groups", help="Instead: the existing engine's shape, one SkyPilot JobGroup per batch of a group "
+                             "(this engine does not submit these)")] = False,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
-    """Print the SkyPilot YAML of every wave (a pipeline, or a JobGroup per batch of a group)."""
-    from npa_workflow.render import RenderError, render_wave
+    """Print the SkyPilot YAML launch submits: one job per step, in plan order (first attempts)."""
+    from npa_workflow.render import RenderError
 
     check_assumption(assume_decision)
     loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
     try:
         the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
-        wave_plan = build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id),
-                                max_concurrency_cap=max_concurrency)
+        if job_groups:
+            wave_plan = build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id),
+                                    max_concurrency_cap=max_concurrency)
+            documents = _job_group_documents(wave_plan)
+        else:
+            documents = _launch_documents(loaded, the_plan)
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
-    documents: list[tuple[str, str]] = []
-    counter = 1
-    for wave in wave_plan.waves:
-        if not any(step.command for step in wave.steps):
-            # A router or an empty terminal runs no job: the state machine passes through it.
-            documents.append((f"{counter:02d}-{wave.name}-no-job", f"# state '{wave.name}' has no command: no job\n"))
-            continue
-        try:
-            rendered = render_wave(wave, run_id=wave_plan.run_id, workflow=wave_plan.workflow, counter_start=counter)
-        except RenderError as exc:
-            print_problems([Problem(f"states.{wave.name}", str(exc), file=str(spec))])
-            raise typer.Exit(1) from None
-        documents.extend(rendered)
-        counter += len(rendered)
+    except RenderError as exc:
+        print_problems([Problem("states", str(exc), file=str(spec))])
+        raise typer.Exit(1) from None
     if out is None:
         for name, text in documents:
             sys.stdout.write(f"# ---- job {name}\n{text}")
@@ -184,6 +182,43 @@ def render(
     for i, (name, text) in enumerate(documents, 1):
         (out / f"{i:03d}-{name}.yaml").write_text(text)
     stdout.print(f"wrote {len(documents)} file(s) to {out}")
+
+
+def _launch_documents(loaded: LoadedSpec, the_plan: Plan) -> list[tuple[str, str]]:
+    """What launch submits, step by step: each wave its own job, named and fenced as launch does."""
+    from npa_workflow.render import launch_document
+
+    documents: list[tuple[str, str]] = []
+    waves_of_state: dict[str, int] = {}
+    for step in the_plan.steps:
+        if not step.command:
+            # A router or an empty terminal runs no job: the state machine passes through it.
+            documents.append((f"{step.state}-no-job", f"# state '{step.state}' has no command: no job\n"))
+            continue
+        waves_of_state[step.state] = waves_of_state.get(step.state, 0) + 1
+        tool = loaded.catalog.get(step.tool_ref) if step.tool_ref else None
+        documents.append(launch_document(
+            step, workflow=the_plan.workflow, run_id=the_plan.run_id, loops=step.loops, attempt=1,
+            fence_sequence=waves_of_state[step.state], secret_names=tool.secret_env if tool else (),
+        ))
+    return documents
+
+
+def _job_group_documents(wave_plan: WavePlan) -> list[tuple[str, str]]:
+    from npa_workflow.render import render_wave
+
+    label = "# The existing engine's shape (a JobGroup per batch of a group); this engine launches each step " \
+            "as its own job: see `npa-workflow render` without --job-groups.\n"
+    documents: list[tuple[str, str]] = []
+    counter = 1
+    for wave in wave_plan.waves:
+        if not any(step.command for step in wave.steps):
+            documents.append((f"{counter:02d}-{wave.name}-no-job", f"# state '{wave.name}' has no command: no job\n"))
+            continue
+        rendered = render_wave(wave, run_id=wave_plan.run_id, workflow=wave_plan.workflow, counter_start=counter)
+        documents.extend((name, label + text) for name, text in rendered)
+        counter += len(rendered)
+    return documents
 
 
 @app.command()

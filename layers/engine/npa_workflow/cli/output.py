@@ -39,7 +39,9 @@ def print_plan(plan: Plan) -> None:
     for col in ("#", "state", "iter", "loop", "group", "resources", "command"):
         table.add_column(col, overflow="fold")
     for i, s in enumerate(plan.steps, 1):
-        table.add_row(str(i), s.state, "" if s.iteration is None else str(s.iteration), s.loop_label, s.group,
+        # iter: the step's loop round (a leaf loop's iteration, else its looped sequence's counter).
+        rnd = s.iteration if s.iteration is not None else s.round
+        table.add_row(str(i), s.state, "" if rnd is None else str(rnd), s.loop or s.loop_label, s.group,
                       s.resources, _command(s.argv, s.shell) or "(no command)")
     stdout.print(table)
 

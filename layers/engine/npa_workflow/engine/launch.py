@@ -17,8 +17,7 @@ from npa_workflow.engine.runs import FrozenRun
 from npa_workflow.engine.visits import Visit, step_of, visit_of
 from npa_workflow.ledger import AttemptExists, ErrorCategory, LedgerConflict, WaveAttempt, WaveStatus
 from npa_workflow.plan.model import PlanStep
-from npa_workflow.render import job_name
-from npa_workflow.render.skypilot import render_batch
+from npa_workflow.render import launch_document, launch_job_name
 
 _SUBMIT_FAILURES = {
     "configuration": (errors.WAVE_CONFIGURATION_FAILED, ErrorCategory.CONFIGURATION),
@@ -53,8 +52,13 @@ def launch(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_name(visit: Visit, attempt: int) -> str:
-    label = visit.state + (f"-{visit.loops_key.replace('=', '')}" if visit.loops_key else "")
-    return job_name(visit.run_id, 1, label, None, attempt)
+    return launch_job_name(visit.run_id, visit.state, visit.loops, attempt)
+
+
+def _fence_sequence(engine: Engine, visit: Visit) -> int:
+    """Grows with every wave attempt of this state in the run (loop rounds, retries): a stale job of an
+    earlier round is told from the current one. Attempts of one state never launch at once."""
+    return sum(1 for a in engine.ledger.attempts(visit.run_id) if a.state == visit.state)
 
 
 def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:
@@ -78,9 +82,10 @@ def _submit(
         "NPA_WORKFLOW_ATTEMPT": str(record.attempt),
         "NPA_WORKFLOW_WAVE_KEY": visit.wave_key,
     }
-    doc = render_batch(
-        [step], name=name, workflow=run.loaded.spec.name, run_id=visit.run_id, fence_sequence=record.attempt,
-        attempt=record.attempt, secret_names=secret_names, extra_env=dict(engine.job_env),
+    _, doc = launch_document(
+        step, workflow=run.loaded.spec.name, run_id=visit.run_id, loops=visit.loops, attempt=record.attempt,
+        fence_sequence=_fence_sequence(engine, visit), secret_names=secret_names, extra_env=dict(engine.job_env),
+        name=name,
     )
     request = JobRequest(
         name=name, step=step, task_yaml=doc, env=env, secret_names=secret_names,

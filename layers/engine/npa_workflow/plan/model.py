@@ -25,6 +25,12 @@ class PlanStep:
     setup: str = ""
     env: dict[str, str] = field(default_factory=dict)
     num_nodes: int = 1
+    # The loop round this step belongs to, kept for every step (the contract's `iteration` numbers only
+    # leaf loops): the innermost loop around it and that loop's counter; None outside loops.
+    loop: str = ""
+    round: int | None = None
+    # Every loop counter started when the step is reached: the launch's identity of the step's wave.
+    loops: dict[str, int] = field(default_factory=dict)
 
     @property
     def task_name(self) -> str:
@@ -51,6 +57,8 @@ class PlanStep:
             "outputs": [dict(o) for o in self.outputs],
             "inputs": [dict(i) for i in self.inputs],
             "group": self.group,
+            "loop": self.loop,
+            "round": self.round,
         }
 
 
@@ -98,6 +106,7 @@ class Wave:
                     "tool_ref": s.tool_ref,
                     "resources": s.resources,
                     "outputs": [o["uri"] for o in s.outputs],
+                    "round": s.round,
                 }
                 for s in self.steps
             ],

@@ -8,6 +8,8 @@ append members in declared order and then follow the group's `next` (the barrier
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from npa_workflow import decisions
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.model import Plan, PlanStep
@@ -49,6 +51,7 @@ class _Walker:
         self.loops: dict[str, int] = {}
         self.outputs: dict[str, list[str]] = {}
         self.last_decision = ""
+        self.active_loops: list[str] = []  # the looped sequences being walked, innermost last
         self.limit = step_limit(len(self.spec.states))
         self.stack_limit = self.limit + len(self.spec.states)
 
@@ -63,6 +66,8 @@ class _Walker:
             )
         except TokenError as exc:
             raise self.fail(join("states", name), exc.message, exc.hint) from None
+        loop = name if iteration is not None else (self.active_loops[-1] if self.active_loops else "")
+        step = replace(step, loop=loop, round=self.loops.get(loop) if loop else None, loops=dict(self.loops))
         self.steps.append(step)
         self.outputs[name] = [o["uri"] for o in step.outputs]
         if len(self.steps) > self.limit:
@@ -151,6 +156,8 @@ class _Walker:
         if st.loop is not None:
             self.loops[name] = i
             self.last_decision = ""
+            if not self.active_loops or self.active_loops[-1] != name:
+                self.active_loops.append(name)
         stack.append((_ITERATION_END, name, i, budget))
         stack.extend((_VISIT, child, False, name) for child in reversed(st.sequence))
 
@@ -162,6 +169,8 @@ class _Walker:
             if not done and i < budget:
                 stack.append((_ITERATION, name, i + 1, budget))
                 return
+            if self.active_loops and self.active_loops[-1] == name:
+                self.active_loops.pop()
         # Transitions on a sequence are ignored; its next follows the last iteration.
         if not st.terminal:
             self._follow(st.next, stack)

@@ -82,8 +82,7 @@ def resolve_step(
     profile = resolve_deep(profile_raw, ctx)
     profile_image = profile.get("image") if isinstance(profile.get("image"), str) else ""
     if profile_image.startswith("tool://"):
-        ref = catalog.get(profile_image[len("tool://"):])
-        profile_image = ref.image if ref else ""
+        profile_image = catalog.tool_image(profile_image[len("tool://"):])  # validation rejects one that names none
     num_nodes = _num_nodes(profile.get("num_nodes", 1), st.resources)
     return PlanStep(
         state=name,

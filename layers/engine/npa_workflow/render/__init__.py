@@ -1,8 +1,9 @@
 """Rendering plan steps into scheduler documents: portable tasks and SkyPilot YAML (pure, no I/O)."""
 
-from npa_workflow.render.names import RenderError, job_name, wave_key
+from npa_workflow.render.names import RenderError, job_name, launch_job_name, wave_identity, wave_key
 from npa_workflow.render.skypilot import (
     SECRET_PLACEHOLDER,
+    launch_document,
     render_batch,
     render_pipeline,
     render_wave,
@@ -15,11 +16,14 @@ __all__ = [
     "SECRET_PLACEHOLDER",
     "RenderError",
     "job_name",
+    "launch_document",
+    "launch_job_name",
     "portable_task",
     "render_batch",
     "render_pipeline",
     "render_wave",
     "skypilot_task",
+    "wave_identity",
     "wave_key",
     "with_secret_values",
 ]

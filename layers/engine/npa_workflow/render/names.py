@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from npa_workflow.plan.model import PlanStep
 
@@ -51,6 +51,20 @@ def job_name(run_id: str, counter: int, label: str, iteration: int | None, attem
         suffix = f"-{digest}{suffix}"
         base = base[: JOB_NAME_MAX - len(suffix)].rstrip("-")
     return f"{base}{suffix}"
+
+
+def wave_identity(state: str, loops: Mapping[str, int]) -> str:
+    """What launch keys a wave by: the state and every started loop's counter (`train|refine=2`)."""
+    counters = ",".join(f"{name}={n}" for name, n in sorted(loops.items()) if n > 0)
+    return f"{state}|{counters}" if counters else state
+
+
+def launch_job_name(run_id: str, state: str, loops: Mapping[str, int], attempt: int) -> str:
+    """The job name launch submits a wave under: `<run_id>-01-<state>[-<loop><n>…][-a<attempt>]`.
+
+    Unique per wave of a run through the loop counters (one job per state visit, so the counter stays 01)."""
+    counters = ",".join(f"{name}{n}" for name, n in sorted(loops.items()) if n > 0)
+    return job_name(run_id, 1, state + (f"-{counters}" if counters else ""), None, attempt)
 
 
 def wave_key(counter: int, group: str, steps: Sequence[PlanStep]) -> str:

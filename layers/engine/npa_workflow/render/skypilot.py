@@ -20,7 +20,9 @@ from npa_workflow.render.names import (
     is_env_name,
     is_safe_name,
     job_name,
+    launch_job_name,
     safe_name,
+    wave_identity,
     wave_key,
 )
 from npa_workflow.render.task import step_image
@@ -30,6 +32,7 @@ __all__ = [
     "SECRET_PLACEHOLDER",
     "RenderError",
     "job_name",
+    "launch_document",
     "render_batch",
     "render_pipeline",
     "render_wave",
@@ -143,8 +146,10 @@ def skypilot_task(
     attempt: int,
     secret_names: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    identity: str = "",
 ) -> dict[str, Any]:
-    """One SkyPilot task document for `step` (§6.2).
+    """One SkyPilot task document for `step` (§6.2). `identity` (the wave's launch key, default the
+    task name) makes NPA_WORKFLOW_ATTEMPT_ID unique per wave and attempt, loop rounds included.
 
     Env precedence: the step's (tool) env < the engine's identity variables < `extra_env`
     (the caller's word is final). Secrets carry only names; values are `SECRET_PLACEHOLDER`.
@@ -170,7 +175,7 @@ def skypilot_task(
         "NPA_WORKFLOW_NAME": workflow,
         "NPA_WORKFLOW_RUN_ID": run_id,
         "NPA_WORKFLOW_STATE": name,
-        "NPA_WORKFLOW_ATTEMPT_ID": attempt_id(workflow, run_id, name, attempt),
+        "NPA_WORKFLOW_ATTEMPT_ID": attempt_id(workflow, run_id, identity or name, attempt),
         "NPA_WORKFLOW_FENCE_SEQUENCE": str(fence_sequence),
         "NPA_WORKFLOW_FENCE_ATTEMPT": str(attempt),
         "NPA_WORKFLOW_ATTEMPT": str(attempt),
@@ -340,6 +345,32 @@ def render_batch(
             raise RenderError(f"job group '{name}': duplicate task name '{task['name']}' (from {detail})")
         seen[task["name"]] = original
     return _dump_all([{"name": name, "execution": "parallel"}, *tasks])
+
+
+def launch_document(
+    step: PlanStep,
+    *,
+    workflow: str,
+    run_id: str,
+    loops: Mapping[str, int],
+    attempt: int,
+    fence_sequence: int,
+    secret_names: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    name: str = "",
+) -> tuple[str, str]:
+    """(job name, YAML) of what launch submits for one wave: every step is its own job (a group's members
+    go through the state machine's Map, a sliding window, not batches), a single-task serial document.
+
+    `fence_sequence` grows with each wave of the same state in the run (loop rounds, retries), so a stale
+    job of an earlier round can be told from the current one; the attempt id is unique per wave and attempt.
+    `name`: the job name the ledger recorded for this attempt (default: `launch_job_name`)."""
+    name = name or launch_job_name(run_id, step.state, loops, attempt)
+    task = skypilot_task(
+        step, workflow=workflow, run_id=run_id, fence_sequence=fence_sequence, attempt=attempt,
+        secret_names=secret_names, extra_env=extra_env, identity=wave_identity(step.state, loops),
+    )
+    return name, _dump_all([{"name": name, "execution": "serial"}, task])
 
 
 def render_wave(

@@ -50,10 +50,23 @@ class Catalog(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     tools: dict[str, Tool] = Field(default_factory=dict)
+    # Image families (`images: {ltx2: registry/ltx2:1.4}`): what a profile's `image: tool://ltx2` means.
+    images: dict[str, str] = Field(default_factory=dict)
     source: str = ""
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
+
+    def tool_image(self, ref: str) -> str:
+        """The image `tool://REF` names: the family map's entry, else the image of the tool entry REF; "" if none."""
+        if self.images.get(ref):
+            return self.images[ref]
+        tool = self.tools.get(ref)
+        return tool.image if tool is not None else ""
+
+    def image_names(self) -> list[str]:
+        """Everything `tool://` may name."""
+        return sorted(set(self.images) | {name for name, tool in self.tools.items() if tool.image})
 
     def close_names(self, name: str) -> list[str]:
         return difflib.get_close_matches(name, list(self.tools), n=3, cutoff=0.8)
@@ -94,9 +107,21 @@ def parse_catalog(raw: Any, file: str = "") -> Catalog:
                 tools[str(name)] = Tool.model_validate(body)
             except ValidationError as exc:
                 problems.extend(_with_suggestions(pydantic_problems(exc, f"tools.{name}", file)))
+    images_raw = raw.get("images", {})
+    images: dict[str, str] = {}
+    if not isinstance(images_raw, dict) or not all(isinstance(v, str) and v.strip() for v in images_raw.values()):
+        problems.append(Problem("images", "must be a mapping of image family to image", "write 'images: {ltx2: "
+                                "registry.example.com/ltx2:1.4}'", file=file))
+    else:
+        images = {str(k): v.strip() for k, v in images_raw.items()}
+    for key in raw:
+        if key not in ("apiVersion", "tools", "images"):
+            problems.append(Problem(str(key), f"unknown catalog key '{key}'",
+                                    did_you_mean(str(key), ("apiVersion", "tools", "images")) or
+                                    "a catalog has apiVersion, tools and images", file=file))
     if problems:
         raise SpecError(problems)
-    return Catalog(tools=tools, source=file)
+    return Catalog(tools=tools, images=images, source=file)
 
 
 def load_catalog_file(path: str | Path) -> Catalog:

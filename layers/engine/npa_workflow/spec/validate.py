@@ -198,7 +198,7 @@ def validate_document(
     for problem in config_problems:
         c.add(problem)
 
-    _check_profiles(profiles, run_ctx, c)
+    _check_profiles(profiles, run_ctx, catalog, c)
     if names:
         _check_states(states, names, profiles, catalog, run_ctx, c)
         _check_graph(states, c)
@@ -682,8 +682,9 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, join(path, key))
 
 
-def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, c: _Collector) -> None:
-    """Every profile, used or not: tokens (config and run only), accelerators, num_nodes."""
+def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, catalog: Catalog,
+                    c: _Collector) -> None:
+    """Every profile, used or not: tokens (config and run only), accelerators, num_nodes, `tool://` images."""
     ctx = TokenContext(config=run_ctx.config, run=run_ctx.run)
     forbidden = {"state": "resource profiles", "loop": "resource profiles"}
     for pname, body in profiles.items():
@@ -699,6 +700,20 @@ def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, c:
                 _num_nodes(body["num_nodes"], run_ctx)
             except IntFieldError as exc:
                 c.error(join(pp, "num_nodes"), exc.message, exc.hint)
+        image = resolve_deep(body.get("image"), ctx)
+        if isinstance(image, str) and image.startswith("tool://"):
+            _check_tool_image(image[len("tool://"):], join(pp, "image"), catalog, c)
+
+
+def _check_tool_image(ref: str, path: str, catalog: Catalog, c: _Collector) -> None:
+    """`image: tool://FAMILY` must name an image of the catalog: else the step would run in no image."""
+    if catalog.tool_image(ref):
+        return
+    known = catalog.image_names()
+    hint = did_you_mean(ref, known, prefix="tool://") or (
+        f"add 'images: {{{ref}: REGISTRY/IMAGE:TAG}}' to the tool catalog, or give the image itself"
+        + (f" (the catalog names: {', '.join(known[:8])})" if known else ""))
+    c.error(path, f"image tool://{ref} names no image in the tool catalog", hint)
 
 
 def _num_nodes(value: Any, run_ctx: RunContext) -> int:
