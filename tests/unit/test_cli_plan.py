@@ -258,7 +258,8 @@ def test_waves_json_contract(runner, write):
     fan = doc["waves"][1]
     assert (fan["kind"], fan["name"], fan["max_concurrency"], fan["batches"]) == ("parallel", "fan", 2, 2)
     assert fan["steps"][0] == {
-        "state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/r2/a"], "round": None,
+        "state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/r2/a"],
+        "round": None,
     }
 
 

@@ -172,7 +172,8 @@ def test_waves_json_contract():
     assert fan == {
         "index": 1, "kind": "parallel", "group": "fan", "name": "fan", "max_concurrency": 2, "batches": 2,
         "steps": [
-            {"state": "a", "iteration": None, "tool_ref": "", "resources": "default", "outputs": ["s3://bk/a"], "round": None},
+            {"state": "a", "iteration": None, "tool_ref": "", "resources": "default",
+             "outputs": ["s3://bk/a"], "round": None},
             {"state": "b", "iteration": None, "tool_ref": "", "resources": "default", "outputs": [], "round": None},
             {"state": "c", "iteration": None, "tool_ref": "", "resources": "default", "outputs": [], "round": None},
         ],
