@@ -67,6 +67,7 @@ def test_leaf_task_has_timeouts_and_separate_retry_budgets():
     m = compiled(
         "states:\n  a: {run: {shell: x}, terminal: true}\n",
         retries=2, max_infrastructure_recoveries=3, max_wait_seconds=900, heartbeat_seconds=120,
+        deadline_from_input=False,
     )
     a = states_of(m)["a"]
     assert a["TimeoutSeconds"] == 900 and a["HeartbeatSeconds"] == 120
@@ -106,7 +107,7 @@ def test_parallel_group_is_a_map_whose_size_does_not_grow_with_members():
     assert len(json.dumps(small.definition)) == len(json.dumps(large.definition))
     assert not any(name.startswith("m") for name in states_of(large))
     start = execution_input(small, small_spec, run_id="r", bucket="b")
-    assert start["run"] == {"run_id": "r", "bucket": "b"}
+    assert start["run"] == {"run_id": "r", "bucket": "b", "deadline": 7 * 24 * 3600}
     assert start["groups"] == {"g1": ["m0", "m1", "m2"]}  # members travel in the input, not the definition
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_compile_asl import EXAMPLES, all_states, compiled
+from test_compile_asl import EXAMPLES, HEAD, all_states, compiled
 
-from npa_workflow.compile.asl import LAMBDA_SERVICE_ERRORS, CompileOptions, compile_spec
-from npa_workflow.spec.load import load_spec
+from npa_workflow.compile.asl import LAMBDA_SERVICE_ERRORS, CompileOptions, compile_spec, execution_input
+from npa_workflow.spec.load import load_spec, load_spec_text
 
 ALL_KINDS = """
 states:
@@ -59,8 +59,67 @@ def test_examples_retry_lambda_service_errors_everywhere(path: Path):
 
 
 def test_cleanup_learns_the_deadline_of_the_state_it_catches():
-    m = compiled(ALL_KINDS, max_wait_seconds=7200, heartbeat_seconds=300)
+    m = compiled(ALL_KINDS, heartbeat_seconds=300)
     states = all_states(m.definition)
-    assert states["work.cleanup"]["Parameters"]["Payload"]["deadline"] == {"timeoutSeconds": 7200,
+    # The run's deadline is read from the input the caught state still holds; the heartbeat is compiled in.
+    assert states["work.cleanup"]["Parameters"]["Payload"]["deadline"] == {"timeoutSeconds.$": "$.run.deadline",
                                                                           "heartbeatSeconds": 300}
-    assert states["fan.cleanup"]["Parameters"]["Payload"]["deadline"]["timeoutSeconds"] == 7200  # its members'
+    assert states["fan.cleanup"]["Parameters"]["Payload"]["deadline"]["timeoutSeconds.$"] == "$.run.deadline"
+    fixed = compiled(ALL_KINDS.replace("work: {run: {shell: w}}", "work: {run: {shell: w}, timeoutSeconds: 7200}"))
+    assert all_states(fixed.definition)["work.cleanup"]["Parameters"]["Payload"]["deadline"] == {
+        "timeoutSeconds": 7200, "heartbeatSeconds": 300}
+
+
+def test_the_default_deadline_is_a_week_and_each_run_may_carry_its_own():
+    """A deployed machine is compiled once: the per-run deadline travels in the execution input."""
+    loaded = load_spec_text(HEAD + ALL_KINDS)
+    m = compile_spec(loaded)
+    states = all_states(m.definition)
+    assert states["work"]["TimeoutSecondsPath"] == "$.run.deadline" and "TimeoutSeconds" not in states["work"]
+    assert states["work"]["HeartbeatSeconds"] == 300
+    assert states["fan.member"]["TimeoutSecondsPath"] == "$.deadline"  # inside the Map: the item carries it
+    assert states["fan"]["ItemSelector"]["deadline.$"] == "$.run.deadline"
+    assert execution_input(m, loaded, run_id="r", bucket="b")["run"]["deadline"] == 7 * 24 * 3600
+    assert execution_input(m, loaded, run_id="r", bucket="b", max_wait_seconds=7200)["run"]["deadline"] == 7200
+    assert execution_input(m, loaded, run_id="r", bucket="b", max_wait_seconds=0)["run"]["deadline"] == 31_536_000
+    # Step Functions requires HeartbeatSeconds < TimeoutSeconds: a shorter request is raised above the heartbeat.
+    assert execution_input(m, loaded, run_id="r", bucket="b", max_wait_seconds=60)["run"]["deadline"] == 301
+
+
+def test_a_states_own_timeout_and_retries_win_over_the_runs():
+    m = compiled(ALL_KINDS.replace("work: {run: {shell: w}}", "work: {run: {shell: w}, timeoutSeconds: 172800, "
+                                   "retries: 4}").replace("fan: {parallel: [m1, m2]",
+                                                          "fan: {parallel: [m1, m2], timeoutSeconds: 60"),
+                 retries=1)
+    states = all_states(m.definition)
+    assert states["work"]["TimeoutSeconds"] == 172800 and "TimeoutSecondsPath" not in states["work"]
+    assert {r["ErrorEquals"][0]: r["MaxAttempts"] for r in states["work"]["Retry"]}["Wave.Failed"] == 4
+    assert {r["ErrorEquals"][0]: r["MaxAttempts"] for r in states["done"]["Retry"]}["Wave.Failed"] == 1
+    member = states["fan.member"]
+    # A deadline shorter than the heartbeat notices a dead watch by itself: no HeartbeatSeconds then.
+    assert member["TimeoutSeconds"] == 60 and "HeartbeatSeconds" not in member
+
+
+def test_a_trigger_waits_max_polls_watch_intervals_at_least():
+    """The watch pass polls a prefix once per tick: `pollSeconds: 10` on a 60 s schedule is 60 s per poll."""
+    m = compiled(ALL_KINDS, watch_interval_seconds=60)
+    assert all_states(m.definition)["ingest.trigger"]["TimeoutSeconds"] == 6 * 60
+    local = compiled(ALL_KINDS)  # the local watch ticks faster than any pollSeconds
+    assert all_states(local.definition)["ingest.trigger"]["TimeoutSeconds"] == 6 * 10
+    unbounded = compiled(ALL_KINDS.replace("maxPolls: 6", "maxPolls: 0"))
+    assert all_states(unbounded.definition)["ingest.trigger"]["TimeoutSecondsPath"] == "$.run.deadline"
+
+
+def test_timeout_and_retries_are_checked_where_they_are_written(errors):
+    assert errors("""
+states:
+  g: {parallel: [a], timeoutSeconds: 0, next: s}
+  a: {run: {shell: x}, retries: 2}
+  s: {sequence: [b], retries: 1, next: b}
+  b: {run: {shell: y}, retries: 21, terminal: true}
+""") == [
+        ("states.g.timeoutSeconds", "timeoutSeconds must be >= 1, got 0"),
+        ("states.a.retries", "retries on a parallel member: members share the group's"),
+        ("states.s.retries", "retries applies to a state that runs a command, or to a group"),
+        ("states.b.retries", "retries must be <= 20, got 21"),
+    ]

@@ -161,7 +161,7 @@ def test_valid_spec_upload_freezes_records_and_starts_one_execution(env):
     runs = executions(env, env.machines["fanout"])
     assert [e["name"] for e in runs] == [run_id]
     payload = json.loads(env.sfn.describe_execution(executionArn=result.execution_arn)["input"])
-    assert payload["run"] == {"run_id": run_id, "bucket": BUCKET}
+    assert payload["run"] == {"run_id": run_id, "bucket": BUCKET, "deadline": 7 * 24 * 3600}
     assert payload["groups"] == {"g1": ["shard-0", "shard-1", "shard-2"]}
 
 
@@ -245,7 +245,11 @@ def test_a_run_request_for_a_deployed_spec_runs_on_the_deployed_machine(env):
     frozen = env.engine.runs.load(result.run_id)
     assert frozen.variables == {"train_epochs": "2"}
     assert frozen.loaded.spec.config["train_epochs"] == "2"
-    assert [e["name"] for e in executions(env, env.machines["sweep"])] == [result.run_id]
+    [execution] = executions(env, env.machines["sweep"])
+    assert execution["name"] == result.run_id
+    # The run's own deadline rides in the input: the deployed machine (compiled once) honours it.
+    payload = json.loads(env.sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    assert payload["run"]["deadline"] == 3600
 
 
 def test_a_run_request_that_changes_the_definition_gets_one_reused_ad_hoc_machine(env):

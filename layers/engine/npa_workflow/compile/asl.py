@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npa_workflow import decisions
+from npa_workflow.compile.deadlines import (
+    DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_MAX_WAIT_SECONDS,
+    UNBOUNDED_SECONDS,
+    input_deadline,
+)
 from npa_workflow.compile.names import NameAllocator
+from npa_workflow.errors import SpecError
 from npa_workflow.plan.waves import concurrency_limit
 from npa_workflow.spec.config import RunContext, resolve_config
 from npa_workflow.spec.ints import resolve_bounded, yaml_bool
@@ -33,6 +40,11 @@ from npa_workflow.spec.validate import LoadedSpec
 WAVE_FAILED = "Wave.Failed"
 WAVE_INFRA_FAILED = "Wave.InfrastructureFailed"
 INLINE_MAP_LIMIT = 40
+DISTRIBUTED_MAX_CONCURRENCY = 10_000  # AWS: a Distributed Map runs at most 10,000 child executions at once
+MAX_RETRIES = 20  # a state's `retries` (ASL MaxAttempts allows 99999; more than this is a loop, not a retry)
+# Where a wave Task reads the run's deadline (`execution_input`): top level, and inside a Map's items.
+DEADLINE_PATH = "$.run.deadline"
+MEMBER_DEADLINE_PATH = "$.deadline"
 
 # AWS's recommended retrier for `lambda:invoke` Tasks: these are the Lambda service's transient
 # errors (throttling, service faults, the SDK losing the connection) — the function never ran, or
@@ -71,8 +83,12 @@ class CompileOptions:
     decide_arn: str = DECIDE
     trigger_arn: str = TRIGGER
     cleanup_arn: str = CLEANUP
-    max_wait_seconds: int = 3600  # per wave; 0 = unbounded
-    heartbeat_seconds: int = 300  # the watch pass heartbeats running waves well inside this
+    # Per wave; 0 = unbounded. The default deadline of a run: with `deadline_from_input` each execution
+    # may carry its own (`execution_input(max_wait_seconds=...)`); a state's `timeoutSeconds` wins over both.
+    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS
+    heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS  # the watch pass heartbeats running waves well inside this
+    deadline_from_input: bool = True  # wave Tasks read TimeoutSecondsPath from the execution input
+    watch_interval_seconds: int = 0  # how often the watch pass polls triggers (the cloud: the watch schedule)
     retries: int = 0
     retry_interval_seconds: int = 30
     retry_backoff: float = 2.0
@@ -88,6 +104,8 @@ class CompiledMachine:
     group_keys: dict[str, str]  # spec group state → key under $.groups
     distributed_groups: list[str] = field(default_factory=list)
     asl_names: dict[str, str] = field(default_factory=dict)  # spec state → its (first) ASL name
+    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS  # the default `$.run.deadline` (CompileOptions')
+    heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS
 
 
 def loop_keys(spec: Spec) -> dict[str, str]:
@@ -114,11 +132,13 @@ def _deadline_of(state: dict[str, Any]) -> dict[str, int]:
     tasks = [state]
     if state.get("Type") == "Map":
         tasks = [s for s in state["ItemProcessor"]["States"].values() if s.get("Type") == "Task"]
-    found: dict[str, int] = {}
+    found: dict[str, Any] = {}
     for task in tasks:
         for field_name, key in (("TimeoutSeconds", "timeoutSeconds"), ("HeartbeatSeconds", "heartbeatSeconds")):
             if field_name in task:
                 found[key] = max(found.get(key, 0), int(task[field_name]))
+        if "TimeoutSecondsPath" in task and "timeoutSeconds" not in found:
+            found["timeoutSeconds.$"] = DEADLINE_PATH  # the caught state's input still holds `$.run`
     return found
 
 
@@ -139,6 +159,10 @@ class _Compiler:
         self.failed = self.names.helper("run", "failed")
 
     # -- common pieces -------------------------------------------------------------------
+    def limit_error(self, path: str, message: str, hint: str) -> SpecError:
+        """A spec valid in the language that AWS would refuse to run: one line naming where, what and the fix."""
+        return SpecError.single(path, message, hint, file=getattr(self.loaded, "file", "") or "")
+
     def base_payload(self, spec_state: str) -> dict[str, Any]:
         return {
             "run_id.$": "$.run.run_id",
@@ -147,21 +171,43 @@ class _Compiler:
             "execution.$": "$$.Execution.Id",
         }
 
-    def wave_task(self, spec_state: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def state_timeout(self, st: State) -> int | None:
+        """A state's own `timeoutSeconds` (None: the run's deadline applies)."""
+        if st.timeout_seconds is None:
+            return None
+        return resolve_bounded(st.timeout_seconds, self.cfg, "timeoutSeconds", 1, 1, UNBOUNDED_SECONDS)
+
+    def state_retries(self, st: State) -> int:
+        if st.retries is None:
+            return self.opt.retries
+        return resolve_bounded(st.retries, self.cfg, "retries", 0, 0, MAX_RETRIES)
+
+    def _deadline(self, task: dict[str, Any], fixed: int | None, path: str) -> None:
+        """TimeoutSeconds (a state's own) or TimeoutSecondsPath (the run's), and HeartbeatSeconds below it."""
+        limit = fixed
+        if fixed is not None:
+            task["TimeoutSeconds"] = fixed
+        elif self.opt.deadline_from_input:
+            task["TimeoutSecondsPath"] = path  # execution_input keeps it above HeartbeatSeconds
+        elif self.opt.max_wait_seconds > 0:
+            limit = task["TimeoutSeconds"] = self.opt.max_wait_seconds
+        heartbeat = self.opt.heartbeat_seconds
+        if heartbeat > 0 and limit is not None and heartbeat >= limit:
+            # Step Functions rejects a heartbeat not shorter than the timeout. A state's own deadline this
+            # short notices a dead watch by itself: no heartbeat (the watch may tick slower than it).
+            heartbeat = 0 if fixed is not None else limit - 1
+        if heartbeat > 0:
+            task["HeartbeatSeconds"] = heartbeat
+
+    def wave_task(self, spec_state: str, payload: dict[str, Any], *, path: str = DEADLINE_PATH) -> dict[str, Any]:
+        st = self.spec.states[spec_state]
         task = _task(self.opt.launch_arn, {**payload, "token.$": "$$.Task.Token"}, wait=True)
         task["ResultPath"] = None
-        if self.opt.max_wait_seconds > 0:
-            task["TimeoutSeconds"] = self.opt.max_wait_seconds
-        if self.opt.heartbeat_seconds > 0:
-            # Step Functions rejects a heartbeat that is not shorter than the timeout.
-            heartbeat = self.opt.heartbeat_seconds
-            if self.opt.max_wait_seconds > 0:
-                heartbeat = min(heartbeat, self.opt.max_wait_seconds - 1)
-            if heartbeat > 0:
-                task["HeartbeatSeconds"] = heartbeat
+        self._deadline(task, self.state_timeout(st), path)
         retry = task["Retry"]
-        if self.opt.retries > 0:
-            retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": self.opt.retries,
+        retries = self.state_retries(st)
+        if retries > 0:
+            retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": retries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
         if self.opt.max_infrastructure_recoveries > 0:
             retry.append({"ErrorEquals": [WAVE_INFRA_FAILED], "MaxAttempts": self.opt.max_infrastructure_recoveries,
@@ -305,14 +351,30 @@ class _Compiler:
         task = _task(self.opt.trigger_arn, {**self.base_payload(name), "token.$": "$$.Task.Token"}, wait=True)
         task["ResultPath"] = None
         task["Next"] = work
-        polls = resolve_bounded(st.trigger.max_polls, self.cfg, "maxPolls", 0, 0)
-        every = resolve_bounded(st.trigger.poll_seconds, self.cfg, "pollSeconds", 30, 1)
-        bounds = [b for b in (polls * every, self.opt.max_wait_seconds) if b > 0]
-        if bounds:
-            task["TimeoutSeconds"] = min(bounds)
+        self._trigger_deadline(task, [st], DEADLINE_PATH)
         task["Comment"] = f"wait for objects under the trigger prefix of '{name}'"
         self.states[trigger_asl] = self.with_catch(task, asl, name)
         return trigger_asl
+
+    def trigger_bound(self, st: State) -> int:
+        """How long a trigger may wait: `maxPolls` polls, each at least one watch interval apart (the watch
+        pass polls a prefix once per tick, so `pollSeconds` below the interval cannot be honoured). 0 = unbounded."""
+        assert st.trigger is not None
+        polls = resolve_bounded(st.trigger.max_polls, self.cfg, "maxPolls", 0, 0)
+        every = resolve_bounded(st.trigger.poll_seconds, self.cfg, "pollSeconds", 30, 1)
+        return polls * max(every, self.opt.watch_interval_seconds)
+
+    def _trigger_deadline(self, task: dict[str, Any], states: list[State], path: str) -> None:
+        bounds = [self.trigger_bound(st) for st in states if st.trigger is not None]
+        if bounds and all(b > 0 for b in bounds):
+            bound = max(bounds)
+            if not self.opt.deadline_from_input and self.opt.max_wait_seconds > 0:
+                bound = min(bound, self.opt.max_wait_seconds)
+            task["TimeoutSeconds"] = bound
+        elif self.opt.deadline_from_input:
+            task["TimeoutSecondsPath"] = path  # an unbounded poll waits as long as the run's deadline
+        elif self.opt.max_wait_seconds > 0:
+            task["TimeoutSeconds"] = self.opt.max_wait_seconds
 
     def _sequence_body(self, name: str, st: State, after: str | None, owner_asl: str) -> str:
         target = after
@@ -396,8 +458,11 @@ class _Compiler:
         member_asl = self.names.helper(asl, "member")
         member_payload = {"run_id.$": "$.run_id", "state.$": "$.member", "group": name, "loops.$": "$.loops",
                           "execution.$": "$$.Execution.Id"}
-        member = self.wave_task(name, member_payload)
+        member = self.wave_task(name, member_payload, path=MEMBER_DEADLINE_PATH)
         member["End"] = True
+        # Each member's result is {}: the Map's result (every member's output, before ResultPath drops it)
+        # stays far below the 256 KiB state limit at 10,000 members. Member outputs are in the ledger.
+        member["OutputPath"] = None
         member["Comment"] = f"one member of '{name}' as its own job"
         processor_states: dict[str, Any] = {member_asl: member}
         start = member_asl
@@ -406,21 +471,28 @@ class _Compiler:
             task = _task(self.opt.trigger_arn, {**member_payload, "token.$": "$$.Task.Token"}, wait=True)
             task["ResultPath"] = None
             task["Next"] = member_asl
-            if self.opt.max_wait_seconds > 0:
-                task["TimeoutSeconds"] = self.opt.max_wait_seconds
+            self._trigger_deadline(task, [self.spec.states[m] for m in st.parallel], MEMBER_DEADLINE_PATH)
             processor_states[trig] = task
             start = trig
         distributed = limit > self.opt.inline_map_limit or len(st.parallel) > self.opt.inline_map_limit
         state: dict[str, Any] = {
             "Type": "Map",
             "MaxConcurrency": limit,
-            "ItemSelector": {"member.$": "$$.Map.Item.Value", "run_id.$": "$.run.run_id", "loops.$": "$.loops"},
+            "ItemSelector": {"member.$": "$$.Map.Item.Value", "run_id.$": "$.run.run_id", "loops.$": "$.loops",
+                             "deadline.$": DEADLINE_PATH},
             "ItemProcessor": {"StartAt": start, "States": processor_states},
             "ResultPath": None,
         }
         if distributed:
             self.distributed.append(name)
+            if limit > DISTRIBUTED_MAX_CONCURRENCY:
+                raise self.limit_error(f"states.{name}.maxConcurrency", f"resolves to {limit}, above the "
+                                        f"{DISTRIBUTED_MAX_CONCURRENCY:,} child executions a Distributed Map runs "
+                                        "at once", f"set maxConcurrency to {DISTRIBUTED_MAX_CONCURRENCY} or less")
             state["ItemProcessor"]["ProcessorConfig"] = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+            # Child executions are named `<machine>/<label>:<id>`: a short deterministic label (AWS: ≤ 40
+            # characters, the state-name alphabet) keeps them predictable for IAM (infra grants on it).
+            state["Label"] = self.group_keys[name]
             members_key = f"States.Format('runs/{{}}/groups/{self.group_keys[name]}.json', $.run.run_id)"
             state["ItemReader"] = {
                 "Resource": "arn:aws:states:::s3:getObject",
@@ -462,17 +534,24 @@ def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> C
         group_keys=compiler.group_keys,
         distributed_groups=compiler.distributed,
         asl_names={n: compiler.names.state(n) for n in loaded.spec.states},
+        max_wait_seconds=compiler.opt.max_wait_seconds,
+        heartbeat_seconds=compiler.opt.heartbeat_seconds,
     )
 
 
-def execution_input(machine: CompiledMachine, loaded: LoadedSpec, *, run_id: str, bucket: str) -> dict[str, Any]:
-    """The input every execution of `machine` starts with. Distributed groups read members from S3."""
+def execution_input(machine: CompiledMachine, loaded: LoadedSpec, *, run_id: str, bucket: str,
+                    max_wait_seconds: int | None = None) -> dict[str, Any]:
+    """The input every execution of `machine` starts with. Distributed groups read members from S3.
+
+    `max_wait_seconds`: this run's per-wave deadline (run request `maxWaitSeconds`, `submit --max-wait-seconds`);
+    None = the machine's compiled default. Wave Tasks read it as `$.run.deadline` (TimeoutSecondsPath)."""
+    wait = machine.max_wait_seconds if max_wait_seconds is None else max_wait_seconds
     groups = {
         key: ([] if name in machine.distributed_groups else list(loaded.spec.states[name].parallel))
         for name, key in machine.group_keys.items()
     }
     return {
-        "run": {"run_id": run_id, "bucket": bucket},
+        "run": {"run_id": run_id, "bucket": bucket, "deadline": input_deadline(wait, machine.heartbeat_seconds)},
         "loops": dict.fromkeys(machine.loop_keys.values(), 0),
         "decision": {"value": ""},
         "groups": groups,

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from npa_workflow.compile.deadlines import DEFAULT_MAX_WAIT_SECONDS
 from npa_workflow.engine.errors import RunNotFound
 from npa_workflow.engine.ports import ObjectStore
 
@@ -23,7 +24,7 @@ class RunOptions:
     secret_names: tuple[str, ...] = ()
     workdir: str = ""  # local runs: the spec's folder, where step commands run
     cancel_on_timeout: bool = True
-    max_wait_seconds: int = 3600
+    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS  # per wave; the execution input's `$.run.deadline`
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,7 +42,7 @@ class RunOptions:
             secret_names=tuple(doc.get("secret_names", ())),
             workdir=doc.get("workdir", ""),
             cancel_on_timeout=doc.get("cancel_on_timeout", True),
-            max_wait_seconds=int(doc.get("max_wait_seconds", 3600)),
+            max_wait_seconds=int(doc.get("max_wait_seconds", DEFAULT_MAX_WAIT_SECONDS)),
         )
 
 

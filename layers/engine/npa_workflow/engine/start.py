@@ -110,7 +110,8 @@ def start_run(
         if not run_created:  # a concurrent delivery of the same object won the conditional write
             existing = engine.ledger.get_run(run_id)
 
-    payload = execution_input(compiled, loaded, run_id=run_id, bucket=engine.runs.bucket)
+    payload = execution_input(compiled, loaded, run_id=run_id, bucket=engine.runs.bucket,
+                              max_wait_seconds=options.max_wait_seconds)  # this run's deadline ($.run.deadline)
     try:
         arn = sfn_client.start_execution(stateMachineArn=machine_arn, name=name, input=json.dumps(payload))[
             "executionArn"

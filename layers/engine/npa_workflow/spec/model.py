@@ -99,6 +99,10 @@ class State(_Model):
     writes_decision: StrictBool = Field(
         default=False, validation_alias=AliasChoices("writesDecision", "writes_decision")
     )
+    # Additive in v0.0.1 (as `parallel`/`trigger` were): this state's own per-wave deadline and workload retry
+    # budget, over the run's (`--max-wait-seconds`, `--retries`). On a group they apply to every member.
+    timeout_seconds: IntRef = _alias("timeoutSeconds", "timeout_seconds")
+    retries: IntRef = None
 
     @property
     def is_group(self) -> bool:

@@ -431,6 +431,7 @@ def _check_states(
                     c.error(join(p, key), f"{key} requires a parallel group", f"remove {key} or add 'parallel:'")
         if st.loop is not None:
             _check_loop(name, st, group_of, run_ctx, c)
+        _check_deadline_fields(name, st, group_of, run_ctx, c)
         if st.run is not None or st.tool_ref:
             _check_executable(name, st, profiles, catalog, run_ctx, c)
         if st.writes_decision and not st.decision_output and "decision_uri" not in run_ctx.config \
@@ -526,6 +527,26 @@ def _check_group(
                             MAX_CONCURRENCY_LIMIT)
         except IntFieldError as exc:
             c.error(join(p, "maxConcurrency"), exc.message, exc.hint)
+
+
+def _check_deadline_fields(name: str, st: State, group_of: Mapping[str, str], run_ctx: RunContext,
+                           c: _Collector) -> None:
+    """`timeoutSeconds` / `retries` (additive in v0.0.1): on a state that runs a wave, or on a group."""
+    for key, value, low, high in (("timeoutSeconds", st.timeout_seconds, 1, 31_536_000),
+                                  ("retries", st.retries, 0, 20)):
+        if value is None:
+            continue
+        path = join("states", name, key)
+        if name in group_of:
+            c.error(path, f"{key} on a parallel member: members share the group's",
+                    f"set {key} on the group '{group_of[name]}'")
+        elif not (st.parallel or st.has_command):
+            c.error(path, f"{key} applies to a state that runs a command, or to a group",
+                    f"set {key} on the states that run work")
+        try:
+            resolve_bounded(value, run_ctx.config, key, low, low, high)
+        except IntFieldError as exc:
+            c.error(path, exc.message, exc.hint)
 
 
 def _check_loop(name: str, st: State, group_of: Mapping[str, str], run_ctx: RunContext, c: _Collector) -> None:
