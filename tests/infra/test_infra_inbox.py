@@ -101,10 +101,13 @@ def test_the_deployed_deadline_is_days_and_the_inbox_is_told_it(default_synth: S
     env = _inbox_env(default_synth)
     assert env[inbox.MAX_WAIT_ENV] == str(7 * 24 * 3600)
     assert inbox.InboxSettings.from_environment(env).max_wait_seconds == 7 * 24 * 3600
+    # Each wave Task reads the run's deadline from the execution input (compiled once, many runs): the inbox
+    # puts the stack's 7 days there unless a run request says otherwise (tests/unit/test_inbox.py).
     timeouts = set()
     for definition in _definitions(default_synth).values():
-        _walk(definition, lambda node: timeouts.add(node["TimeoutSeconds"]) if "HeartbeatSeconds" in node else None)
-    assert timeouts == {7 * 24 * 3600}
+        _walk(definition, lambda node: timeouts.add(node.get("TimeoutSeconds") or node["TimeoutSecondsPath"])
+              if "HeartbeatSeconds" in node else None)
+    assert timeouts == {"$.run.deadline", "$.deadline"}
 
 
 def _walk(node: Any, visit: Any) -> None:
