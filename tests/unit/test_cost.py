@@ -69,14 +69,16 @@ def test_tiny_spec_matches_the_hand_count() -> None:
     assert estimate.by_assumption("loop_back").decision == "loop_back_to_inner_loop"
 
 
-def test_watch_invocations_follow_the_assumed_duration() -> None:
+def test_watch_invocations_follow_the_runs_duration() -> None:
     loaded = load_spec_text(TINY)
-    assert estimate_cost(loaded, assume_minutes=10).assumptions[0].lambda_invocations["watch"] == 10
+    # promote: t, m1 then m2 (one at a time), r, done = 5 steps of 10 min; loop_back adds l twice = 70 min.
+    promote = estimate_cost(loaded, assume_minutes=10).assumptions[0]
+    assert (promote.compute.run_minutes, promote.lambda_invocations["watch"]) == (50, 50)
     assert estimate_cost(loaded, assume_minutes=10, watch_interval_minutes=3).assumptions[1].lambda_invocations[
-        "watch"] == 4  # ticks at 0-3-6-9 → ceil(10 / 3)
+        "watch"] == 24  # ceil(70 / 3)
     without = estimate_cost(loaded)
     assert without.assume_minutes == 0 and without.assumptions[0].lambda_invocations["watch"] == 0
-    assert any("watch: not included" in note and "--assume-minutes" in note for note in without.notes)
+    assert any("compute and watch: not included" in note and "--assume-minutes" in note for note in without.notes)
     with pytest.raises(ValueError):
         estimate_cost(loaded, assume_minutes=-1)
 
@@ -85,12 +87,13 @@ def test_prices() -> None:
     pricing = Pricing(lambda_memory_mb=1024, lambda_duration_ms=500)
     estimate = estimate_cost(load_spec_text(TINY), pricing=pricing, assume_minutes=2)
     a = estimate.by_assumption("loop_back")
-    calls = 7 + 3 + 1 + 1 + 2
+    calls = 7 + 3 + 1 + 1 + 14  # the watch ticks over 7 steps of 2 minutes
     assert a.total_invocations == calls
     assert a.step_functions_usd == pytest.approx(17 * 0.025 / 1000)
     assert a.lambda_gb_seconds == pytest.approx(calls * 0.5)
     assert a.lambda_usd == pytest.approx(calls * 0.20 / 1e6 + calls * 0.5 * 0.0000133334)
-    assert a.total_usd == pytest.approx(a.step_functions_usd + a.lambda_usd)
+    assert a.compute.hours == {"vCPU": pytest.approx(7 * 2 / 60)}  # no cpus given: one vCPU per step
+    assert a.total_usd == pytest.approx(a.step_functions_usd + a.lambda_usd + 7 * 2 / 60 * 0.04)
     doc = estimate.to_json()
     assert doc["pricing"] == {"transition_usd_per_1000": 0.025, "lambda_request_usd_per_million": 0.2,
                               "lambda_gb_second_usd": 0.0000133334, "lambda_memory_mb": 1024,
@@ -166,17 +169,18 @@ def test_plan_cost_table_lists_both_assumptions() -> None:
                                       "--assume-minutes", "30"])
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "11 waves" in out  # the plan is still printed
-    assert "gate-loop — estimated AWS cost per run" in out
+    assert "11 waves" not in out  # the cost alone: `plan` without --cost prints the plan
+    assert "gate-loop — estimated cost per run" in out
     assert "assume promote_checkpoint" in out and "assume loop_back" in out
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
             for line in out.splitlines() if line.startswith("│")}
     assert rows["state transitions"] == ["10", "22"]
-    assert rows["launch"] == ["5", "11"] and rows["watch"] == ["30", "30"] and rows["cleanup"] == ["0", "0"]
+    assert rows["launch"] == ["5", "11"] and rows["watch"] == ["150", "330"] and rows["cleanup"] == ["0", "0"]
+    assert rows["H100-hours"] == ["0.50", "1.50"]  # train: one H100, 30 min a round
     assert rows["Step Functions"] == ["$0.000250", "$0.000550"]
     assert "512 MB and 1,000 ms per invocation" in out
     assert "$0.025 per 1,000 state transitions" in out and "$0.0000133334 per GB-second" in out
-    assert "every 1 min over an assumed 30 min run = 30 invocations" in out
+    assert "each assumed to run 30 min" in out and "every 1 min over the run's duration" in out
 
 
 def test_plan_cost_json() -> None:
@@ -197,3 +201,45 @@ def test_plan_without_cost_is_unchanged() -> None:
     assert "cost" not in json.loads(result.stdout)
     result = CliRunner().invoke(app, ["plan", str(SPECS / "fanout.yaml")])
     assert "estimated AWS cost" not in result.stdout
+
+
+# -- compute ------------------------------------------------------------------------------------------
+
+
+def test_compute_hours_per_accelerator_with_per_state_minutes_and_a_prices_file(tmp_path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("accelerators: {H100: 2.0}\nvcpu_hour: 0.1\n")
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "gate-loop.yaml"), "--cost", "--json",
+                                      "--assume-minutes", "6", "--assume-minutes", "train=60", "--prices", str(prices)])
+    assert result.exit_code == 0, result.output
+    promote, loop_back = json.loads(result.stdout)["cost"]["assumptions"]
+    # promote: one round (prepare, train, gate) then route, publish; train is the GPU step (H100:1).
+    assert promote["compute"]["hours"] == {"vCPU": pytest.approx(4 * 6 / 60), "H100": 1.0}
+    assert promote["compute_usd"] == pytest.approx(1.0 * 2.0 + 0.4 * 0.1)
+    assert loop_back["compute"]["hours"]["H100"] == 3.0  # three rounds
+    assert promote["compute"]["run_minutes"] == 4 * 6 + 60
+
+
+def test_a_group_runs_max_concurrency_members_at_a_time() -> None:
+    from npa_workflow.compute_cost import StepMinutes, run_minutes
+    from npa_workflow.plan.planner import run_context
+    from npa_workflow.plan.waves import build_waves
+
+    loaded = example("sweep")  # four members, at most max_concurrency (2) at a time
+    plan = build_plan(loaded)
+    waves = build_waves(loaded, plan, run_context(loaded, plan.run_id))
+    group = next(w for w in waves.waves if w.kind == "parallel")
+    slow = group.steps[0].state
+    others = sum(1 for w in waves.waves if w.kind != "parallel")
+    # members 10, 1, 1, 1 minutes over two slots: the slow one alone fills one slot → 10 minutes.
+    assert run_minutes(waves, StepMinutes(1.0, {slow: 10.0})) == others + 10
+
+
+def test_bad_minutes_and_prices_are_usage_errors(tmp_path) -> None:
+    spec = str(SPECS / "fanout.yaml")
+    typo = CliRunner().invoke(app, ["plan", spec, "--cost", "--assume-minutes", "jion=5"])
+    assert typo.exit_code == 2 and "jion" in typo.output
+    bad = tmp_path / "p.yaml"
+    bad.write_text("accelerators: {H100: -1}\n")
+    assert CliRunner().invoke(app, ["plan", spec, "--cost", "--prices", str(bad)]).exit_code == 2
+    assert CliRunner().invoke(app, ["plan", spec, "--cost", "--assume-minutes", "x=y"]).exit_code == 2

@@ -9,8 +9,11 @@ machine the way an execution would when every decision artifact holds that value
   count when entered; a Map counts itself and, per member, its processor's states;
 - Lambda invocations: launch per wave Task entered (each member of a group launches its own job), decide
   per decision point, trigger per trigger Task, cleanup 0 (it only runs when a wave fails), the inbox once
-  (the run starts from a spec put under `inbox/`), and the watch schedule's ticks over an assumed run
-  duration (`assume_minutes`; it is a stack-wide schedule, so concurrent runs share it);
+  (the run starts from a spec put under `inbox/`), and the watch schedule's ticks over the run's duration
+  (it is a stack-wide schedule, so concurrent runs share it);
+- compute (`compute_cost`): each step's accelerator- or vCPU-hours for an assumed step duration
+  (`assume_minutes`, per-state `step_minutes`) and their price from a price table; the same durations give
+  the run's duration, and so the watch ticks;
 - prices: $0.025 per 1,000 state transitions; Lambda (arm64) $0.20 per 1M requests plus
   $0.0000133334 per GB-second at a stated memory size and average duration.
 
@@ -20,13 +23,13 @@ waves and jobs, and the walk's launches must match its jobs (`consistent`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from npa_workflow import decisions
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compute_cost import ComputeCost, ComputePrices, StepMinutes, compute_cost, watch_ticks
 from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import build_waves
 from npa_workflow.spec.validate import LoadedSpec
@@ -80,10 +83,15 @@ class AssumptionCost:
     step_functions_usd: float
     lambda_usd: float
     consistent: bool  # the walk launched exactly the plan's jobs
+    compute: ComputeCost = field(default_factory=lambda: ComputeCost({}, 0.0, [], 0.0))
+
+    @property
+    def orchestration_usd(self) -> float:
+        return self.step_functions_usd + self.lambda_usd
 
     @property
     def total_usd(self) -> float:
-        return self.step_functions_usd + self.lambda_usd
+        return self.orchestration_usd + self.compute.usd
 
     @property
     def total_invocations(self) -> int:
@@ -102,6 +110,8 @@ class AssumptionCost:
             "lambda_gb_seconds": round(self.lambda_gb_seconds, 6),
             "step_functions_usd": round(self.step_functions_usd, 8),
             "lambda_usd": round(self.lambda_usd, 8),
+            "compute": self.compute.to_json(),
+            "compute_usd": round(self.compute.usd, 4),
             "total_usd": round(self.total_usd, 8),
             "consistent_with_plan": self.consistent,
         }
@@ -115,6 +125,8 @@ class CostEstimate:
     pricing: Pricing
     assumptions: list[AssumptionCost]
     notes: list[str] = field(default_factory=list)
+    step_minutes: dict[str, float] = field(default_factory=dict)
+    compute_prices: ComputePrices = field(default_factory=ComputePrices)
 
     def by_assumption(self, name: str) -> AssumptionCost:
         return next(a for a in self.assumptions if a.assumption == name)
@@ -123,8 +135,10 @@ class CostEstimate:
         return {
             "workflow": self.workflow,
             "assume_minutes": self.assume_minutes,
+            "step_minutes": dict(self.step_minutes),
             "watch_interval_minutes": self.watch_interval_minutes,
             "pricing": self.pricing.to_json(),
+            "compute_prices": self.compute_prices.to_json(),
             "assumptions": [a.to_json() for a in self.assumptions],
             "notes": list(self.notes),
         }
@@ -250,13 +264,20 @@ def estimate_assumption(
     *,
     options: CompileOptions,
     pricing: Pricing,
-    watch_invocations: int,
+    watch_invocations: int | None = None,
     run_id: str | None = None,
+    minutes: StepMinutes | None = None,
+    prices: ComputePrices | None = None,
+    watch_interval_minutes: int = 1,
 ) -> AssumptionCost:
+    """`watch_invocations` None: the ticks over the run's duration under `minutes`."""
     plan = build_plan(loaded, run_id=run_id, assume_decision=assumption)
     waves = build_waves(loaded, plan, run_context(loaded, plan.run_id),
                         max_concurrency_cap=options.max_concurrency_cap)
     jobs = sum(1 for step in plan.steps if step.command)
+    compute = compute_cost(plan.steps, waves, minutes or StepMinutes(), prices or ComputePrices())
+    if watch_invocations is None:
+        watch_invocations = watch_ticks(compute.run_minutes, watch_interval_minutes)
     walk = _Walk(machine, loaded, _functions(options), decisions.normalize(assumption))
     walk.run()
     invocations = dict(walk.invocations)
@@ -277,6 +298,7 @@ def estimate_assumption(
         step_functions_usd=walk.entered * pricing.transition_usd_per_1000 / 1000,
         lambda_usd=lambda_usd,
         consistent=walk.invocations["launch"] == jobs,
+        compute=compute,
     )
 
 
@@ -284,35 +306,51 @@ def estimate_cost(
     loaded: LoadedSpec,
     *,
     assume_minutes: float = 0.0,
+    step_minutes: Mapping[str, float] | None = None,
     watch_interval_minutes: int = 1,
     pricing: Pricing | None = None,
+    prices: ComputePrices | None = None,
     options: CompileOptions | None = None,
     run_id: str | None = None,
 ) -> CostEstimate:
-    """The estimate per run under both assumptions. `assume_minutes` is how long the run is assumed to
-    take (the spec says nothing about durations, so 0 leaves the watch schedule out, and the notes say so)."""
-    if assume_minutes < 0:
+    """The estimate per run under both assumptions. `assume_minutes` is how long each step is assumed to
+    run (`step_minutes` overrides it per state): the spec says nothing about durations, so 0 leaves compute
+    and the watch schedule out, and the notes say so."""
+    overrides = dict(step_minutes or {})
+    if assume_minutes < 0 or any(v < 0 for v in overrides.values()):
         raise ValueError("assume_minutes must be >= 0")
     if watch_interval_minutes < 1:
         raise ValueError("watch_interval_minutes must be >= 1")
+    unknown = sorted(set(overrides) - set(loaded.spec.states))
+    if unknown:
+        raise ValueError(f"--assume-minutes names no state of the spec: {', '.join(unknown)}")
     pricing = pricing or Pricing()
+    prices = prices or ComputePrices()
     options = options or CompileOptions()
+    minutes = StepMinutes(assume_minutes, overrides)
     machine = compile_spec(loaded, options)
-    ticks = math.ceil(assume_minutes / watch_interval_minutes) if assume_minutes else 0
     results = [
-        estimate_assumption(loaded, machine, a, options=options, pricing=pricing, watch_invocations=ticks,
-                            run_id=run_id)
+        estimate_assumption(loaded, machine, a, options=options, pricing=pricing, run_id=run_id, minutes=minutes,
+                            prices=prices, watch_interval_minutes=watch_interval_minutes)
         for a in ASSUMPTIONS
     ]
     notes = [f"prices: {pricing.describe()}"]
-    if assume_minutes:
-        notes.append(f"watch: every {watch_interval_minutes} min over an assumed {assume_minutes:g} min run = "
-                     f"{ticks} invocations (a stack-wide schedule: concurrent runs share it)")
+    if minutes.given:
+        per_state = ", ".join(f"{k} {v:g}" for k, v in overrides.items())
+        notes.append(f"steps: each assumed to run {assume_minutes:g} min" + (f" ({per_state} min)" if per_state else "")
+                     + "; the run's duration follows its waves (a group's members "
+                       "max_concurrency at a time)")
+        notes.append(f"watch: every {watch_interval_minutes} min over the run's duration (a stack-wide schedule: "
+                     "concurrent runs share it)")
+        notes.append(f"compute: accelerator-hours (else vCPU-hours) × USD per hour from the {prices.source} "
+                     "(indicative on-demand list prices; --prices FILE for yours)")
+        for kind in sorted({k for r in results for k in r.compute.unpriced}):
+            notes.append(f"compute: no price for {kind}: its hours are counted, priced 0 (add it to --prices)")
     else:
-        notes.append("watch: not included — no run duration assumed (pass --assume-minutes N; the schedule "
-                     f"ticks every {watch_interval_minutes} min whether or not a run is active)")
-    notes.append("success path only: no retries, no cleanup; free tiers not applied; SkyPilot compute not "
-                 "included; S3 events in the stack bucket that also invoke the trigger function are not counted")
+        notes.append("compute and watch: not included — no step duration assumed (pass --assume-minutes N, "
+                     "and STATE=N per state)")
+    notes.append("success path only: no retries, no cleanup; free tiers not applied; S3 events in the stack "
+                 "bucket that also invoke the trigger function are not counted")
     for r in results:
         if not r.consistent:
             notes.append(f"{r.assumption}: the machine launches {r.lambda_invocations['launch']} jobs, the plan "
@@ -324,4 +362,6 @@ def estimate_cost(
         pricing=pricing,
         assumptions=results,
         notes=notes,
+        step_minutes=overrides,
+        compute_prices=prices,
     )

@@ -24,7 +24,7 @@ from npa_workflow.cli.common import (
     load_or_exit,
     parse_vars,
 )
-from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, print_cost
+from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, PricesOpt, parse_minutes, print_cost
 from npa_workflow.cli.gc import gc_command
 from npa_workflow.cli.graph import graph_command
 from npa_workflow.cli.logs import logs_command
@@ -113,11 +113,19 @@ def plan(
     max_concurrency: MaxConcurrencyOpt = 0,
     as_json: JsonOpt = False,
     cost: CostOpt = False,
-    assume_minutes: AssumeMinutesOpt = 0.0,
+    assume_minutes: AssumeMinutesOpt = None,
+    prices: PricesOpt = None,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
-    """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost adds a cost estimate."""
+    """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost: the cost of a run."""
+    from npa_workflow.compute_cost import PricesError, load_prices
+
     check_assumption(assume_decision)
+    minutes, step_minutes = parse_minutes(assume_minutes)
+    try:
+        compute_prices = load_prices(prices) if prices is not None else None
+    except PricesError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--prices") from None
     loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
     try:
         the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
@@ -125,18 +133,22 @@ def plan(
             build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id), max_concurrency_cap=max_concurrency)
             if waves else None
         )
-        estimate = estimate_cost(loaded, assume_minutes=assume_minutes, run_id=run_id,
-                                 options=CompileOptions(max_concurrency_cap=max_concurrency)) if cost else None
+        estimate = estimate_cost(loaded, assume_minutes=minutes, step_minutes=step_minutes, run_id=run_id,
+                                 prices=compute_prices, options=CompileOptions(max_concurrency_cap=max_concurrency)) \
+            if cost else None
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
+    except ValueError as exc:  # a state named by --assume-minutes that the spec lacks
+        raise typer.BadParameter(str(exc), param_hint="--assume-minutes") from None
     doc = wave_plan.to_json() if wave_plan is not None else the_plan.to_json()
     if as_json:
         print_json({**doc, "cost": estimate.to_json()} if estimate is not None else doc)
         return
-    print_waves(wave_plan) if wave_plan is not None else print_plan(the_plan)
     if estimate is not None:
-        print_cost(estimate)
+        print_cost(estimate)  # the cost alone: the plan is what `plan` without --cost prints
+        return
+    print_waves(wave_plan) if wave_plan is not None else print_plan(the_plan)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,13 +13,41 @@ from npa_workflow.cost import CostEstimate
 
 CostOpt = Annotated[
     bool,
-    typer.Option("--cost", help="Estimate one run's Step Functions and Lambda cost, for both decision assumptions"),
+    typer.Option("--cost", help="Estimate one run's compute, Step Functions and Lambda cost, for both decision "
+                                "assumptions (prints the cost, not the plan)"),
 ]
 AssumeMinutesOpt = Annotated[
-    float,
-    typer.Option("--assume-minutes", min=0,
-                 help="With --cost: assumed run duration, for the watch schedule's invocations (default 0: left out)"),
+    list[str] | None,
+    typer.Option("--assume-minutes",
+                 help="With --cost: how long each step runs, N minutes; STATE=N for one state (repeatable). "
+                      "Gives the compute-hours and the run's duration (default: compute left out)"),
 ]
+PricesOpt = Annotated[
+    Path | None,
+    typer.Option("--prices", help="With --cost: USD per hour, YAML {accelerators: {H100: 2.5}, vcpu_hour: 0.04}, "
+                                  "over the default table"),
+]
+
+
+def parse_minutes(values: list[str] | None) -> tuple[float, dict[str, float]]:
+    """`--assume-minutes 30 --assume-minutes train=120` → (30.0, {"train": 120.0})."""
+    default = 0.0
+    by_state: dict[str, float] = {}
+    for item in values or []:
+        state, sep, text = item.rpartition("=")
+        try:
+            minutes = float(text)
+        except ValueError:
+            raise typer.BadParameter(f"expected N or STATE=N minutes, got {item!r}",
+                                     param_hint="--assume-minutes") from None
+        if minutes < 0 or (sep and not state.strip()):
+            raise typer.BadParameter(f"expected N or STATE=N minutes (N >= 0), got {item!r}",
+                                     param_hint="--assume-minutes")
+        if sep:
+            by_state[state.strip()] = minutes
+        else:
+            default = minutes
+    return default, by_state
 
 
 def usd(value: float) -> str:
@@ -28,7 +57,7 @@ def usd(value: float) -> str:
 def print_cost(estimate: CostEstimate) -> None:
     """One column per assumption, so the table stays narrow whatever the terminal."""
     runs = estimate.assumptions
-    table = Table(title=f"{estimate.workflow} — estimated AWS cost per run")
+    table = Table(title=f"{estimate.workflow} — estimated cost per run")
     table.add_column("", no_wrap=True)
     for a in runs:
         table.add_column(f"assume {a.assumption}", justify="right", no_wrap=True)
@@ -38,6 +67,14 @@ def print_cost(estimate: CostEstimate) -> None:
 
     row("waves", [str(a.waves) for a in runs])
     row("jobs", [str(a.jobs) for a in runs])
+    kinds = sorted({k for a in runs for k in a.compute.hours})
+    if kinds:
+        row("run minutes", [f"{a.compute.run_minutes:,.1f}" for a in runs])
+        for kind in kinds:
+            row(f"  {kind}-hours", [f"{a.compute.hours.get(kind, 0.0):,.2f}" for a in runs])
+        row("compute", [usd(a.compute.usd) for a in runs], end_section=True)
+    else:
+        row("compute", ["not estimated" for _ in runs], end_section=True)
     row("state transitions", [f"{a.state_transitions:,}" for a in runs], end_section=True)
     row("Lambda invocations", [f"{a.total_invocations:,}" for a in runs])
     names = list(runs[0].lambda_invocations) if runs else []
