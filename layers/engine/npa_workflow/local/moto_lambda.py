@@ -26,8 +26,9 @@ A handler that cannot be imported fails with ``Runtime.ImportModuleError`` or
 ``Runtime.HandlerNotFound``, a result that is not JSON-serialisable with
 ``Runtime.MarshalError``, like on AWS.
 
-What the adapter does not emulate: the function's ``Timeout`` is only reflected in
-``context.get_remaining_time_in_millis()`` (a handler is not interrupted), and handler output
+The function's ``Timeout`` is enforced: a handler still running after it fails the invocation with
+``Sandbox.Timedout`` (AWS's error; the late handler cannot be stopped in this process and its result is
+dropped). What the adapter does not emulate: handler output
 goes to this process's stdout/stderr rather than to CloudWatch Logs. The function's
 ``Environment.Variables`` are applied with ``os.environ.setdefault`` when
 ``install(apply_function_env=True)`` (the default): a handler sees the values its deployment
@@ -213,6 +214,31 @@ def _apply_function_env(fn: Any) -> None:
             )
 
 
+class _TimedOut(Exception):  # noqa: N818 - an outcome, not an error of this module
+    pass
+
+
+def _call_within(timeout: float, handler: Callable[[Any, Any], Any], event: Any, context: Any) -> Any:
+    """`handler(event, context)` on its own thread; `_TimedOut` when it has not returned after `timeout` seconds
+    (the function's configured Timeout, as Lambda enforces it)."""
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["result"] = handler(event, context)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the invoking thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=call, name=f"lambda-{getattr(context, 'function_name', '')}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise _TimedOut
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
 def _invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
     """Replacement for ``LambdaFunction._invoke_lambda``: call the handler in this process."""
     if _apply_env:
@@ -235,7 +261,14 @@ def _invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
     )
     try:
         handler = _resolve_handler(self.handler)
-        result = handler(_decode_event(event), context)
+        result = _call_within(timeout, handler, _decode_event(event), context)
+    except _TimedOut:
+        # AWS stops the sandbox and the invocation fails with this body; a thread cannot be stopped, so the late
+        # handler runs on here, but its result is dropped as AWS drops it.
+        body = {"errorType": "Sandbox.Timedout",
+                "errorMessage": f"{context.aws_request_id} Error: Task timed out after {timeout:.2f} seconds"}
+        LOG.warning("Lambda %s ran past its timeout of %ss (Sandbox.Timedout)", self.function_name, timeout)
+        return json.dumps(body), True, ""
     except Exception as exc:
         body = error_body(exc)
         LOG.debug("Lambda %s raised %s: %s", self.function_name, body["errorType"], exc)

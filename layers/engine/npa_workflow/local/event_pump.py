@@ -1,0 +1,178 @@
+"""The twin's event sources: the events AWS would send, in AWS's shapes, delivered to the deployed functions.
+
+In the cloud, EventBridge invokes three functions asynchronously: the inbox and the trigger on S3 "Object
+Created" (the bucket has EventBridge notifications on), reap on "Step Functions Execution Status Change", watch
+on a schedule. :class:`EventPump` builds those events and invokes the functions deployed on moto through the
+Lambda API (so the real handler runs, with its deployed configuration and timeout: `local.moto_lambda`), with
+the semantics of an asynchronous invocation:
+
+- a function error is retried twice (AWS: 2 retries by default, about 1 and 2 minutes apart; here
+  `retry_delays`), then the event goes to the on-failure destination, here a JSON-lines file whose records
+  have the shape of AWS's destination records (`requestContext.condition: RetriesExhausted`,
+  `requestPayload`, `responsePayload`);
+- delivery is at least once: with `duplicate=True` (or `NPA_WORKFLOW_DUPLICATE_EVENTS=1`) every event is
+  delivered twice, as S3 and EventBridge sometimes do; the handlers must absorb it.
+
+S3 event fields as AWS sends them (not as moto's own notifications do): `etag` (moto sends `eTag`) without
+quotes, `version-id` only for a versioned bucket, `sequencer`, and the key URL-encoded as S3 encodes event keys
+(space → `+`, other reserved and non-ASCII characters %-escaped, `/` kept): handlers decode it with
+`unquote_plus`, as Powertools' S3 EventBridge model does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import urllib.parse
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DUPLICATE_ENV", "EventPump", "encode_event_key", "execution_status_event", "object_created_event",
+           "scheduled_event"]
+
+LOG = logging.getLogger(__name__)
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+DUPLICATE_ENV = "NPA_WORKFLOW_DUPLICATE_EVENTS"
+ASYNC_RETRIES = 2  # AWS Lambda's default MaximumRetryAttempts for asynchronous invocations
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def encode_event_key(key: str) -> str:
+    """A key as S3 writes it into an event: URL-encoded with space as `+` (`urllib.parse.quote_plus`), `/` kept."""
+    return urllib.parse.quote_plus(key, safe="/")
+
+
+def _envelope(source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> dict[str, Any]:
+    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": source,
+            "account": ACCOUNT, "time": _now(), "region": REGION, "resources": resources, "detail": detail}
+
+
+def object_created_event(bucket: str, key: str, *, etag: str, size: int, sequencer: str,
+                         version_id: str | None = None, reason: str = "PutObject") -> dict[str, Any]:
+    """S3 "Object Created" through EventBridge (detail version 0), as AWS sends it."""
+    obj: dict[str, Any] = {"key": encode_event_key(key), "size": size, "etag": etag.strip('"'),
+                           "sequencer": sequencer}
+    if version_id and version_id != "null":
+        obj["version-id"] = version_id
+    detail = {"version": "0", "bucket": {"name": bucket}, "object": obj, "request-id": uuid.uuid4().hex[:16].upper(),
+              "requester": ACCOUNT, "source-ip-address": "127.0.0.1", "reason": reason}
+    return _envelope("aws.s3", "Object Created", detail, [f"arn:aws:s3:::{bucket}"])
+
+
+def _epoch_ms(value: Any) -> int | None:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return None
+
+
+def execution_status_event(desc: Mapping[str, Any]) -> dict[str, Any]:
+    """"Step Functions Execution Status Change" for a `DescribeExecution` answer (dates in epoch milliseconds)."""
+    detail = {"executionArn": desc["executionArn"], "stateMachineArn": desc.get("stateMachineArn"),
+              "name": desc.get("name"), "status": desc["status"], "startDate": _epoch_ms(desc.get("startDate")),
+              "stopDate": _epoch_ms(desc.get("stopDate")), "input": desc.get("input"),
+              "output": desc.get("output"), "error": desc.get("error"), "cause": desc.get("cause")}
+    return _envelope("aws.states", "Step Functions Execution Status Change", detail, [desc["executionArn"]])
+
+
+def scheduled_event(rule: str = "npa-workflow-watch") -> dict[str, Any]:
+    return _envelope("aws.events", "Scheduled Event", {},
+                     [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}"])
+
+
+class EventPump:
+    """Invoke deployed functions with events (see the module doc). `functions`: {slot name: function name}."""
+
+    def __init__(self, lambda_client: Any, functions: Mapping[str, str], failures_path: Path, *,
+                 duplicate: bool | None = None, retry_delays: tuple[float, ...] = (0.2, 0.5)) -> None:
+        self.client = lambda_client
+        self.functions = dict(functions)
+        self.failures_path = Path(failures_path)
+        self.duplicate = (os.environ.get(DUPLICATE_ENV, "").strip().lower() in ("1", "true", "yes")
+                          if duplicate is None else duplicate)
+        self.retry_delays = retry_delays
+        self.invoked: Counter[str] = Counter()  # invocations per function (every attempt)
+        self._sequence = 0
+        self._lock = threading.Lock()
+
+    def next_sequencer(self) -> str:
+        """S3's `sequencer`: a hex string that orders the events of one key (fixed width, so it sorts as text)."""
+        with self._lock:
+            self._sequence += 1
+            return f"{time.time_ns():016X}{self._sequence:08X}"
+
+    # ---------------------------------------------------------------------------------------- delivery
+    def deliver(self, function: str, event: dict[str, Any]) -> Any:
+        """An asynchronous invocation of `function` with `event` (twice in duplicate mode). Returns the handler's
+        last result, or None when it failed every attempt (recorded at the on-failure destination)."""
+        result = self._deliver_once(function, event)
+        if self.duplicate:
+            result = self._deliver_once(function, event)
+        return result
+
+    def _deliver_once(self, function: str, event: dict[str, Any]) -> Any:
+        payload = json.dumps(event)
+        error: Any = None
+        for attempt in range(ASYNC_RETRIES + 1):
+            if attempt:
+                time.sleep(self.retry_delays[min(attempt - 1, len(self.retry_delays) - 1)])
+            self.invoked[function] += 1
+            try:
+                response = self.client.invoke(FunctionName=self.functions[function], InvocationType="RequestResponse",
+                                              Payload=payload.encode())
+                body = response["Payload"].read()
+                result = json.loads(body) if body else None
+            except Exception as exc:  # noqa: BLE001 - the service failed: an async invocation is retried too
+                error = {"errorType": "Lambda.ServiceException", "errorMessage": str(exc)}
+                continue
+            if not response.get("FunctionError"):
+                return result
+            error = result
+            LOG.warning("%s failed (attempt %d of %d): %s", function, attempt + 1, ASYNC_RETRIES + 1,
+                        (result or {}).get("errorMessage") if isinstance(result, dict) else result)
+        self._on_failure(function, event, error)
+        return None
+
+    def _on_failure(self, function: str, event: dict[str, Any], error: Any) -> None:
+        record = {
+            "version": "1.0", "timestamp": _now(),
+            "requestContext": {"requestId": str(uuid.uuid4()), "functionArn": self.functions[function],
+                               "condition": "RetriesExhausted", "approximateInvokeCount": ASYNC_RETRIES + 1},
+            "requestPayload": event,
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+            "responsePayload": error,
+        }
+        self.failures_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, open(self.failures_path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+        LOG.error("%s: event sent to the on-failure destination %s after %d attempts", function,
+                  self.failures_path, ASYNC_RETRIES + 1)
+
+    # ---------------------------------------------------------------------------------------- the sources
+    def object_created(self, bucket: str, key: str, *, etag: str, size: int, version_id: str | None = None,
+                       inbox: bool = False) -> dict[str, Any]:
+        """Deliver one S3 "Object Created" to its rules' targets: the trigger always, the inbox when `inbox`
+        (the object is under the engine bucket's `inbox/`). Returns {function: result}."""
+        event = object_created_event(bucket, key, etag=etag, size=size, sequencer=self.next_sequencer(),
+                                     version_id=version_id)
+        results = {}
+        if inbox:
+            results["inbox"] = self.deliver("inbox", event)
+        results["trigger"] = self.deliver("trigger", event)
+        return results
+
+    def execution_status_changed(self, desc: Mapping[str, Any]) -> Any:
+        return self.deliver("reap", execution_status_event(desc))
+
+    def scheduled_watch(self) -> Any:
+        return self.deliver("watch", scheduled_event())
