@@ -37,7 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-TICK_SECONDS = 0.1
+TICK_SECONDS = 0.2
 ACCOUNT = "123456789012"
 TOKEN_PLACEHOLDER = "alsf-task-token"  # the context's $$.Task.Token; the harness mints one per attempt
 
@@ -211,11 +211,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     server = start_moto_server()
     env = runtime.embedded_aws_env(server, home)
     with contextlib.ExitStack() as stack:
-        stack.callback(server.stop)
-        stack.enter_context(runtime.process_environment(env))
-        stack.callback(wiring.clear_cache)
-        stack.enter_context(runtime.serialized_dynamodb_writes())
-        stack.enter_context(runtime.handler_logs_to(home / "lambdas.log"))
+        # The twin's embedded AWS as `run` and `serve` enter it (environment, serialized conditional writes, the
+        # handlers' logs to a file); its moto Step Functions and Lambda sit unused here.
+        runtime.enter_embedded_aws(stack, server, env, home / "lambdas.log", home / "aws")
         engine = wiring.engine_from_environment()
         for bucket in _buckets(loaded, run_id, runtime.ENGINE_BUCKET):
             runtime.create_bucket(engine.store.client, bucket)
