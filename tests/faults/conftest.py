@@ -74,3 +74,54 @@ def ex(tmp_path: Path, mode: str) -> Iterator[LocalExecutor]:
 def plan_step(argv: list[str], state: str = "work") -> PlanStep:
     return PlanStep(state=state, iteration=None, loop_label="", argv=list(argv), shell="", tool_ref="",
                     resources="", resources_profile={}, outputs=[], inputs=[], group="")
+
+
+class RecordingCallbacks:
+    """The TaskCallbacks port, recording (the state machine is exercised end to end in tests/e2e)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, object]] = []
+
+    def succeed(self, token, output):
+        self.calls.append(("succeed", token, output))
+        return True
+
+    def fail(self, token, error, cause):
+        self.calls.append(("fail", token, (error, cause)))
+        return True
+
+    def heartbeat(self, token):
+        return True
+
+
+@pytest.fixture
+def moto_engine(tmp_path: Path, monkeypatch):
+    """An engine on moto S3 + DynamoDB (in-process) with real local jobs; buckets `engine` and `data`."""
+    import boto3
+    from moto import mock_aws
+
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.engine.context import Engine
+    from npa_workflow.engine.runs import RunStore
+    from npa_workflow.ledger import DynamoLedger
+    from npa_workflow.local.job_executor import LocalJobExecutor
+
+    dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in dummy.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        for bucket in ("engine", "data"):
+            s3.create_bucket(Bucket=bucket)
+        ledger = DynamoLedger("ledger")
+        ledger.create_table()
+        store = S3Store(s3)
+        engine = Engine(ledger=ledger, runs=RunStore(store, "engine"), store=store,
+                        executor=LocalJobExecutor(tmp_path / "jobs", cancel_grace_seconds=0.5),
+                        callbacks=RecordingCallbacks(), cancel_confirm_seconds=5)
+        yield engine
+        jobs = engine.executor.local
+        ids = [p.stem for p in jobs.jobs_dir.glob("*.json")]
+        jobs.cancel(ids, grace_seconds=0.2)
+        jobs.wait_gone(ids, timeout=5)

@@ -6,21 +6,17 @@ from __future__ import annotations
 import json
 import sys
 
-import boto3
 import pytest
-from moto import mock_aws
 from typer.testing import CliRunner
 
 from npa_workflow import decisions
-from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.cli.app import app
-from npa_workflow.engine.context import Engine
 from npa_workflow.engine.decide import decide
 from npa_workflow.engine.errors import DecisionMalformed
 from npa_workflow.engine.inbox import RunRequest
-from npa_workflow.engine.runs import RunOptions, RunStore
+from npa_workflow.engine.runs import RunOptions
 from npa_workflow.errors import SpecError
-from npa_workflow.ledger import DynamoLedger, RunRecord
+from npa_workflow.ledger import RunRecord
 from npa_workflow.spec.load import load_spec_text
 
 HUGE = "100000000000000000000"  # 1e20 written out (typer parses it as an int)
@@ -62,23 +58,10 @@ def test_a_huge_spec_integer_is_refused_with_its_path() -> None:
 
 
 @pytest.fixture
-def engine(tmp_path, monkeypatch):
-    dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
-    for key, value in dummy.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        s3 = boto3.client("s3")
-        for bucket in ("engine", "data"):
-            s3.create_bucket(Bucket=bucket)
-        ledger = DynamoLedger("ledger")
-        ledger.create_table()
-        store = S3Store(s3)
-        eng = Engine(ledger=ledger, runs=RunStore(store, "engine"), store=store, executor=None,  # type: ignore[arg-type]
-                     callbacks=None)  # type: ignore[arg-type]
-        eng.runs.freeze("r1", SPEC, "", {}, RunOptions())
-        eng.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
-        yield eng
+def engine(moto_engine):
+    moto_engine.runs.freeze("r1", SPEC, "", {}, RunOptions())
+    moto_engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
+    return moto_engine
 
 
 @pytest.mark.parametrize("body", [

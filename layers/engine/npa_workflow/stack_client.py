@@ -200,32 +200,42 @@ class StackClient:
         return self.ledger.list_runs(limit=limit)
 
     def cancel(self, run_id: str, *, timeout: float = 60.0, poll: float = 0.25) -> dict[str, Any]:
-        """StopExecution, then wait until the stack's reap has ended every job of the run (the ledger shows no
-        active wave and a terminal run). Returns {"run_id", "status", "cancelled_jobs": [...]}."""
+        """Record the cancel in the ledger first (later launches refuse), StopExecution (as soon as the run has
+        an execution), then wait until the stack's reap has ended every job of the run (no active wave, a
+        terminal run). Reports only what it saw: {"run_id", "status", "cancelled_jobs": [...], "cancelled"}
+        where `cancelled` is False when the run ended some other way first (e.g. SUCCEEDED)."""
         record = self.run(run_id)
+        if record.status != RunStatus.RUNNING:
+            return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": [], "cancelled": False}
+        requested_at = self.ledger.request_cancel(run_id, "npa-workflow cancel")
         stopped = False
-        if record.status == RunStatus.RUNNING and record.execution_arn:
-            try:
-                self.sfn.stop_execution(executionArn=record.execution_arn, error="Run.Cancelled",
-                                        cause="cancelled with npa-workflow cancel")
-                stopped = True
-            except ClientError as exc:
-                if str(exc.response.get("Error", {}).get("Code")) != "ExecutionDoesNotExist":
-                    raise
         deadline = time.monotonic() + timeout
         while True:
             record = self.run(run_id)
+            if not stopped and record.status == RunStatus.RUNNING and record.execution_arn:
+                stopped = self._stop(record.execution_arn)
             active = [w for w in self.ledger.active_waves() if w.run_id == run_id]
             # A stopped execution ends ABORTED: wait for the stack's reap to record that (not a passing status).
             settled = not stopped or record.status == RunStatus.ABORTED
             if record.status != RunStatus.RUNNING and not active and settled:
                 break
             if time.monotonic() >= deadline:
-                raise StackError(f"run {run_id!r}: stop requested, but after {timeout:.0f}s the run is "
-                                 f"{record.status.value} with {len(active)} active job(s)")
+                raise StackError(f"run {run_id!r}: cancel recorded at {requested_at}, but after {timeout:.0f}s the "
+                                 f"run is {record.status.value} with {len(active)} active job(s)")
             time.sleep(poll)
         cancelled = [w.job_id for w in self.ledger.attempts(run_id) if w.status.value == "CANCELLED" and w.job_id]
-        return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": cancelled}
+        return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": cancelled,
+                "cancelled": record.status in (RunStatus.ABORTED, RunStatus.FAILED) and (stopped or bool(cancelled))}
+
+    def _stop(self, execution_arn: str) -> bool:
+        try:
+            self.sfn.stop_execution(executionArn=execution_arn, error="Run.Cancelled",
+                                    cause="cancelled with npa-workflow cancel")
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) != "ExecutionDoesNotExist":
+                raise
+            return False
+        return True
 
     def resume(self, run_id: str) -> dict[str, Any]:
         """RedriveExecution of the run's failed execution when the service supports it; otherwise a new execution
@@ -238,6 +248,7 @@ class StackClient:
         if not record.execution_arn:
             raise StackError(f"run {run_id!r} has no execution to resume")
         desc = self.sfn.describe_execution(executionArn=record.execution_arn)
+        self.ledger.clear_cancel(run_id)  # an earlier cancel must not make the resumed run's launches refuse
         try:
             self.sfn.redrive_execution(executionArn=record.execution_arn)
             self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=record.execution_arn)

@@ -33,28 +33,85 @@ def _err(line: str) -> None:
     sys.stderr.flush()
 
 
+def _check_endpoint(endpoint: str) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(endpoint)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        ok = False
+    if not ok:
+        raise _StackProblem(f"--endpoint {endpoint!r} is not a URL",
+                            "give the URL `npa-workflow serve` printed, e.g. http://127.0.0.1:5000")
+
+
+class _StackProblem(Exception):
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(f"{message} (fix: {fix})")
+
+
+def _stack_problem(exc: Exception, endpoint: str | None) -> Exception | None:
+    """What the user or the network did, in one line with a fix; None for anything else (a bug of ours)."""
+    from botocore import exceptions as boto
+
+    from npa_workflow.stack_client import StackError
+
+    where = f"the stack at {endpoint}" if endpoint else "AWS"
+    if isinstance(exc, StackError | _StackProblem):
+        return exc
+    if isinstance(exc, boto.NoRegionError):
+        return _StackProblem("no AWS region is configured", "pass --region REGION, or set AWS_REGION")
+    if isinstance(exc, boto.NoCredentialsError | boto.PartialCredentialsError):
+        return _StackProblem("no AWS credentials were found",
+                             "run `aws configure` or set AWS_PROFILE; or use --endpoint URL for a local serve")
+    if isinstance(exc, boto.EndpointConnectionError | boto.ConnectTimeoutError | boto.ReadTimeoutError
+                  | boto.ConnectionClosedError):
+        fix = ("start it with `npa-workflow serve` (it prints its endpoint) or check the URL" if endpoint
+               else "check your network and --region")
+        return _StackProblem(f"cannot reach {where}: {exc}", fix)
+    if isinstance(exc, boto.ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "error"), error.get("Message", "") or str(exc)
+        if code in ("AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
+                    "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException"):
+            return _StackProblem(f"{where} refused the request: {code}: {message}",
+                                 "use credentials allowed to read and write the engine's bucket and ledger")
+        return _StackProblem(f"{where} answered {code}: {message}", "check the run id, --stack and --region")
+    if isinstance(exc, boto.BotoCoreError):
+        return _StackProblem(f"talking to {where} failed: {exc}", "check --endpoint / --stack and your network")
+    return None
+
+
 def stack_client(endpoint: str | None, stack: str | None, bucket: str | None, region: str | None) -> Any:
-    from npa_workflow.stack_client import StackClient, StackError
+    from npa_workflow.stack_client import StackClient
 
     try:
         if endpoint:
+            _check_endpoint(endpoint)
             return StackClient.local(endpoint)
         return StackClient.cloud(stack=stack, bucket=bucket, region=region)
-    except StackError as exc:
-        _err(f"npa-workflow: error: {exc}")
+    except Exception as exc:
+        problem = _stack_problem(exc, endpoint)
+        if problem is None:
+            raise
+        _err(f"npa-workflow: error: {problem}")
         raise typer.Exit(1) from None
 
 
 def _on_stack(command: str, call: Any, endpoint: str | None, stack: str | None, bucket: str | None,
               region: str | None) -> Any:
-    """Run `call(client)` against the stack; a StackError becomes one `npa-workflow CMD: error:` line, exit 1."""
-    from npa_workflow.stack_client import StackError
-
+    """Run `call(client)` against the stack; what the user or the network did becomes one
+    `npa-workflow CMD: error:` line and exit 1 (README: exit codes)."""
     client = stack_client(endpoint, stack, bucket, region)
     try:
         return call(client)
-    except StackError as exc:
-        raise _fail(command, exc) from None
+    except Exception as exc:
+        problem = _stack_problem(exc, endpoint)
+        if problem is None:
+            raise
+        raise _fail(command, problem) from None
 
 
 def _fail(command: str, exc: Exception) -> typer.Exit:
@@ -127,8 +184,6 @@ def submit_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Upload a spec (or a run request) to the stack's inbox and print the run id."""
-    from npa_workflow.stack_client import StackError
-
     try:
         document = _document(spec, parse_vars(var), run_id, allow_unknown_keys)
     except SpecError as exc:
@@ -137,8 +192,11 @@ def submit_command(
     client = stack_client(endpoint, stack, bucket, region)
     try:
         submitted = client.submit(document, timeout=timeout)
-    except StackError as exc:
-        raise _fail("submit", exc) from None
+    except Exception as exc:
+        problem = _stack_problem(exc, endpoint)
+        if problem is None:
+            raise
+        raise _fail("submit", problem) from None
     if submitted.rejected:
         if as_json:
             print_json(submitted.to_json())
@@ -154,8 +212,11 @@ def submit_command(
         sys.stdout.flush()
     try:
         record = client.wait(submitted.run_id)
-    except StackError as exc:
-        raise _fail("submit", exc) from None
+    except Exception as exc:
+        problem = _stack_problem(exc, endpoint)
+        if problem is None:
+            raise
+        raise _fail("submit", problem) from None
     except KeyboardInterrupt:
         _err(f"npa-workflow submit: stopped waiting; run {submitted.run_id} goes on (npa-workflow cancel to stop)")
         raise typer.Exit(130) from None
@@ -203,9 +264,14 @@ def cancel_command(
     result = _on_stack("cancel", lambda client: client.cancel(run, timeout=timeout), endpoint, stack, bucket, region)
     if as_json:
         print_json(result)
-    else:
+    elif result.get("cancelled", True):
         jobs = ", ".join(result["cancelled_jobs"]) or "none"
         sys.stdout.write(f"{run}: {result['status']}; cancelled job(s): {jobs}\n")
+    else:
+        _err(f"npa-workflow cancel: run {run} was not cancelled: it is {result['status']} (it ended before the "
+             "cancel took effect)")
+    if not result.get("cancelled", True):
+        raise typer.Exit(1)
 
 
 def resume_command(

@@ -3,6 +3,12 @@
 Idempotent by the ledger's launch lock: a retried Lambda call or a redriven execution adopts
 the recorded attempt (new token, same job); a wave already succeeded in this run is replayed
 (the token completes at once); only a Step Functions `Retry` after a failure opens a new attempt.
+
+A cancelled run launches nothing: `npa-workflow cancel` records the request in the ledger before it stops
+anything, every launch reads it first (and fails its token with `Wave.Cancelled`), and a launch that
+submitted while the cancel was being recorded reads it again after recording its job and cancels that job
+by exact id. The job's identity (the attempt's job name) is in the ledger before the submit; the local
+executor makes the job's own identity durable before it can start (local/executor.py).
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ def launch(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
     run = engine.runs.load(event["run_id"])
     visit = visit_of(run, event["state"], event.get("loops"), event.get("group", ""))
     token = event["token"]
+    requested = engine.ledger.cancel_requested(visit.run_id)
+    if requested:
+        message = f"state '{visit.state}': not launched: the run was cancelled (requested at {requested})"
+        engine.callbacks.fail(token, errors.WAVE_CANCELLED, message)
+        return {"wave_key": visit.wave_key, "cancelled": True, "error": message}
     latest = engine.ledger.latest_attempt(visit.run_id, visit.wave_key)
     if latest is not None and latest.status == WaveStatus.SUCCEEDED:
         # Resume or redrive: the wave's work is done; record the replay, complete the token.
@@ -115,6 +126,9 @@ def _submit(
         if submission.job_id:
             engine.executor.cancel([submission.job_id])
         raise
+    if submission.job_id and engine.ledger.cancel_requested(visit.run_id):
+        # The cancel was recorded while we submitted: it may have looked for jobs before ours was recorded.
+        engine.executor.cancel([submission.job_id])
     return {"wave_key": visit.wave_key, "attempt": record.attempt, "job_id": submission.job_id}
 
 

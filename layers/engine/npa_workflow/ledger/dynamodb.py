@@ -261,6 +261,28 @@ class DynamoLedger:
             raise
         return RunRecord.from_item(item)
 
+    def request_cancel(self, run_id: str, note: str = "") -> str:
+        """Record, before anything is signalled, that the run is to be cancelled (item sk `CANCEL`); returns
+        when it was first requested. Launches refuse from then on (engine/launch.py); a resume clears it."""
+        item = {**self._key(run_id, "CANCEL"), "kind": {"S": "CANCEL"}, "requested_at": {"S": utc_now()},
+                "note": {"S": note[:500]}}
+        expires = self._expires_at()
+        if expires is not None:
+            item["expires_at"] = {"N": str(expires)}
+        try:
+            self.client.put_item(TableName=self.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+        return self.cancel_requested(run_id) or item["requested_at"]["S"]
+
+    def cancel_requested(self, run_id: str) -> str | None:
+        item = self._get(run_id, "CANCEL")
+        return str(item["requested_at"]["S"]) if item else None
+
+    def clear_cancel(self, run_id: str) -> None:
+        self.client.delete_item(TableName=self.table_name, Key=self._key(run_id, "CANCEL"))
+
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         """Runs, newest first (index `runs`; for the CLI)."""
         items = self._query(

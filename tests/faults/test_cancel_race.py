@@ -1,0 +1,72 @@
+"""Fault: a cancel that races a launch (cancel right after submit, before any execution or job exists; a cancel
+recorded while a submit is in flight). The cancel is recorded first; no launch after it starts a job, and a job
+submitted during it is cancelled by exact id."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from npa_workflow.engine import errors
+from npa_workflow.engine.launch import launch
+from npa_workflow.engine.runs import RunOptions
+from npa_workflow.ledger import RunRecord
+from npa_workflow.local.job_executor import LocalJobExecutor
+
+from .conftest import wait_until
+
+SPEC = f"""
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {{name: t}}
+config: {{bucket: data}}
+states:
+  work: {{run: {{argv: ["{sys.executable}", "-c", "import time; time.sleep(30)"]}}, terminal: true}}
+"""
+EVENT = {"run_id": "r1", "state": "work", "loops": {}, "token": "t1"}
+
+
+def _start(engine) -> None:
+    engine.runs.freeze("r1", SPEC, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
+
+
+def test_a_launch_after_the_cancel_was_recorded_starts_nothing(moto_engine) -> None:
+    _start(moto_engine)
+    requested = moto_engine.ledger.request_cancel("r1", "test")
+    assert moto_engine.ledger.request_cancel("r1") == requested  # idempotent: the first request stands
+    out = launch(moto_engine, EVENT)
+    assert out["cancelled"] is True
+    [(kind, token, (error, cause))] = moto_engine.callbacks.calls
+    assert (kind, token, error) == ("fail", "t1", errors.WAVE_CANCELLED) and "cancelled" in cause
+    assert moto_engine.ledger.attempts("r1") == []
+    assert list(moto_engine.executor.local.jobs_dir.glob("*.json")) == []
+
+
+def test_a_job_submitted_while_the_cancel_is_recorded_is_cancelled_by_id(moto_engine) -> None:
+    _start(moto_engine)
+    ledger = moto_engine.ledger
+
+    class CancelDuringSubmit(LocalJobExecutor):
+        def submit(self, job):
+            submission = super().submit(job)
+            ledger.request_cancel("r1", "raced")  # the cancel lands between the launch's check and its record
+            return submission
+
+    moto_engine.executor = CancelDuringSubmit(moto_engine.executor.local, cancel_grace_seconds=0.5)
+    out = launch(moto_engine, EVENT)
+    job_id = out["job_id"]
+    local = moto_engine.executor.local
+    wait_until(lambda: local.statuses([job_id])[job_id].status == "CANCELLED", 10, "job cancelled")
+    assert local.wait_gone([job_id], timeout=5)
+
+
+def test_a_resume_clears_the_cancel(moto_engine) -> None:
+    _start(moto_engine)
+    moto_engine.ledger.request_cancel("r1")
+    moto_engine.ledger.clear_cancel("r1")
+    assert moto_engine.ledger.cancel_requested("r1") is None
+    out = launch(moto_engine, EVENT)
+    assert out.get("job_id")
+    time.sleep(0.1)
+    moto_engine.executor.cancel([out["job_id"]])
