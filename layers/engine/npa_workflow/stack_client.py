@@ -26,6 +26,7 @@ import yaml
 from botocore.exceptions import ClientError
 
 from npa_workflow.engine.inbox import INBOX_PREFIX, RUN_REQUEST_API, rejected_key_for
+from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, plan_resume
 from npa_workflow.engine.start import run_id_for_object
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
 
@@ -238,8 +239,9 @@ class StackClient:
         return True
 
     def resume(self, run_id: str) -> dict[str, Any]:
-        """RedriveExecution of the run's failed execution when the service supports it; otherwise a new execution
-        `<run>-r<n>` of the same state machine with the same input (its launches replay succeeded waves)."""
+        """RedriveExecution where it continues real work (an ABORTED/TIMED_OUT execution: `engine.resume_plan`);
+        otherwise — every FAILED run, or a service without redrive — a new execution `<run>-r<n>` of the same
+        state machine with the same input (its launches replay succeeded waves)."""
         record = self.run(run_id)
         if record.status == RunStatus.RUNNING:
             raise StackError(f"run {run_id!r} is still RUNNING: nothing to resume")
@@ -248,18 +250,26 @@ class StackClient:
         if not record.execution_arn:
             raise StackError(f"run {run_id!r} has no execution to resume")
         desc = self.sfn.describe_execution(executionArn=record.execution_arn)
+        if desc.get("status") == "RUNNING":
+            raise StackError(f"run {run_id!r}: its execution is still RUNNING (the ledger will follow): nothing to "
+                             "resume yet")
+        plan = plan_resume(desc)
         self.ledger.clear_cancel(run_id)  # an earlier cancel must not make the resumed run's launches refuse
-        try:
-            self.sfn.redrive_execution(executionArn=record.execution_arn)
-            self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=record.execution_arn)
-            return {"run_id": run_id, "execution_arn": record.execution_arn, "redriven": True}
-        except Exception:  # noqa: BLE001 - not redrivable, or not supported (moto): a new execution instead
-            pass
+        if plan.mode == REDRIVE:
+            try:
+                self.sfn.redrive_execution(executionArn=record.execution_arn)
+                self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=record.execution_arn)
+                return {"run_id": run_id, "execution_arn": record.execution_arn, "redriven": True,
+                        "reason": plan.reason}
+            except Exception:  # noqa: BLE001 - not supported (moto) or refused: a new execution instead
+                plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
+                                                 "succeeded waves")
         name = _next_execution_name(run_id, desc["name"])
         arn = self.sfn.start_execution(stateMachineArn=desc["stateMachineArn"], name=name,
                                        input=desc.get("input") or "{}")["executionArn"]
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
-        return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name}
+        return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
+                "reason": plan.reason}
 
 
 def _next_execution_name(run_id: str, current: str) -> str:

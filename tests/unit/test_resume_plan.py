@@ -1,0 +1,126 @@
+"""`resume` on a stack: a FAILED run gets a new execution (a redrive re-enters the `run.failed` Fail state
+and fails again at once); redrive only where it continues real work (ABORTED / TIMED_OUT inside a Task).
+
+The DescribeExecution / GetExecutionHistory answers under data/sfn/ are in the shape of the AWS API reference
+(moto has no RedriveExecution and no redriveStatus); the StackClient paths run on moto with every API call it
+makes recorded through botocore's own event hooks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+from test_compile_asl import EXAMPLES
+
+from npa_workflow.compile.asl import compile_spec
+from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, plan_resume
+from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
+from npa_workflow.spec.load import load_spec
+from npa_workflow.stack_client import StackClient
+
+DATA = Path(__file__).resolve().parent / "data" / "sfn"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def test_a_failed_run_gets_a_new_execution_even_when_aws_calls_it_redrivable():
+    plan = plan_resume(recorded("describe_failed"))
+    assert plan.mode == NEW_EXECUTION and "run.failed" in plan.reason
+
+
+def test_what_a_redrive_of_a_failed_run_does_on_aws():
+    """The recorded history: the redriven execution re-entered `run.failed` and failed within milliseconds."""
+    events = recorded("history_redriven_failed")["events"]
+    redriven = next(i for i, e in enumerate(events) if e["type"] == "ExecutionRedriven")
+    after = events[:redriven]  # reverseOrder: newer events first
+    assert [e["type"] for e in reversed(after)] == ["FailStateEntered", "ExecutionFailed"]
+    assert after[-1]["stateEnteredEventDetails"]["name"] == "run.failed"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_caught_failure_of_a_compiled_machine_ends_in_the_run_failed_fail_state(path: Path):
+    """Why a redrive cannot help a FAILED run: its unsuccessful step is always the Fail state."""
+    states = compile_spec(load_spec(path)).definition["States"]
+    for name, state in states.items():
+        for catch in state.get("Catch", []):
+            target = catch["Next"]
+            while states[target]["Type"] != "Fail":
+                target = states[target]["Next"]
+            assert target == "run.failed", (path.name, name)
+
+
+def test_an_aborted_run_is_redriven_from_its_interrupted_task():
+    assert plan_resume(recorded("describe_aborted")).mode == REDRIVE
+
+
+@pytest.mark.parametrize("name", ["describe_history_limit", "describe_timed_out_old"])
+def test_what_aws_will_not_redrive_gets_a_new_execution(name: str):
+    plan = plan_resume(recorded(name))
+    assert plan.mode == NEW_EXECUTION
+    assert "NOT_REDRIVABLE" in plan.reason or "cannot be redriven" in plan.reason
+
+
+MACHINE = {"StartAt": "run.failed", "States": {"run.failed": {"Type": "Fail", "Error": "Wave.Failed", "Cause": "x"}}}
+WAITING = {"StartAt": "wave", "States": {"wave": {"Type": "Wait", "Seconds": 300, "End": True}}}
+
+
+@pytest.fixture
+def stack(monkeypatch):
+    dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in dummy.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        boto3.client("s3").create_bucket(Bucket="engine")
+        DynamoLedger("ledger").create_table()
+        client = StackClient(boto3.session.Session(), bucket="engine", ledger_table="ledger")
+        calls: list[str] = []
+        client.sfn.meta.events.register("before-call.sfn.*", lambda model, **_: calls.append(model.name))
+        yield client, calls
+
+
+def started(client: StackClient, definition: dict, run_id: str) -> str:
+    arn = client.sfn.create_state_machine(name=f"m-{run_id}", definition=json.dumps(definition),
+                                          roleArn="arn:aws:iam::123456789012:role/sfn")["stateMachineArn"]
+    execution = client.sfn.start_execution(stateMachineArn=arn, name=run_id, input='{"run": {"run_id": "r"}}')
+    client.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=execution["executionArn"]))
+    return execution["executionArn"]
+
+
+def settled(client: StackClient, arn: str) -> str:
+    for _ in range(100):
+        status = client.sfn.describe_execution(executionArn=arn)["status"]
+        if status != "RUNNING":
+            return status
+        time.sleep(0.05)
+    raise AssertionError("the execution never ended")
+
+
+def test_resume_of_a_failed_run_never_redrives_and_starts_a_replaying_execution(stack):
+    client, calls = stack
+    arn = started(client, MACHINE, "r1")
+    assert settled(client, arn) == "FAILED"
+    client.ledger.update_run_status("r1", RunStatus.FAILED)
+    result = client.resume("r1")
+    assert "RedriveExecution" not in calls
+    assert result["redriven"] is False and result["execution_name"] == "r1-r2"
+    new = client.sfn.describe_execution(executionArn=result["execution_arn"])
+    assert new["input"] == client.sfn.describe_execution(executionArn=arn)["input"]  # the same run
+    assert client.ledger.get_run("r1").execution_arn == result["execution_arn"]
+
+
+def test_resume_of_an_aborted_run_tries_the_redrive_first(stack):
+    client, calls = stack
+    arn = started(client, WAITING, "r2")
+    client.sfn.stop_execution(executionArn=arn)
+    assert settled(client, arn) == "ABORTED"
+    client.ledger.update_run_status("r2", RunStatus.ABORTED)
+    result = client.resume("r2")
+    assert "RedriveExecution" in calls  # on AWS this continues the stopped Task; moto has none: a new execution
+    assert result["redriven"] is False and result["execution_name"] == "r2-r2"
