@@ -35,6 +35,8 @@ from infra.state_machines import (
 )
 from npa_workflow.compile.asl import CompiledMachine
 
+pytestmark = pytest.mark.xdist_group("infra-scale")  # the 60-spec synth is shared: keep its tests on one worker
+
 SPECS = REPO_ROOT / "specs"
 EXAMPLES = ("fanout", "gate-loop", "sweep", "trigger")
 AWKWARD = ["train(v2)", "a+b", "résumé", "a_b", "a-b", "x" * 100, "ü" * 30, "spaces in name"]

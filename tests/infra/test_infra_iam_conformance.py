@@ -1,0 +1,171 @@
+"""IAM conformance: every AWS call each function (and the state machine) makes during a run is allowed by that
+caller's role in the synthesized template, action and resource, as moto's IAM policy evaluator decides.
+
+The run is the cloud's path on a local AWS: the spec is uploaded to `inbox/` of a versioned engine bucket; the
+inbox handler gets S3's "Object Created" event and starts the deployed machine (the synthesized definition, named as
+the stack names it, its Tasks invoking functions named by their logical ids); moto's interpreter runs it and invokes
+the launch Lambda in-process; the watch handler ticks until the run ends; reap gets the execution's status change;
+trigger gets an S3 event. Jobs are real subprocesses (the local executor: the SkyPilot executor's secret read is
+not exercised here). A missing grant fails this test before `cdk deploy` would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from iam_conformance import ACCOUNT, MACHINE, RECORDER, REGION, Resolver, allowed, authorizations
+from infra_support import REPO_ROOT, Synth
+
+from npa_workflow.engine import wiring
+from npa_workflow.local.moto_lambda import LambdaContext
+
+SPEC = "fanout"
+BUCKET = "engine-bucket"
+TABLE = "ledger"
+TASK_FUNCTIONS = ("launch", "decide", "trigger", "cleanup")
+pytestmark = pytest.mark.e2e
+
+
+def _context(name: str) -> LambdaContext:
+    return LambdaContext(function_name=name, function_version="$LATEST",
+                         invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}",
+                         memory_limit_in_mb=512, timeout_seconds=120, log_group_name=f"/aws/lambda/{name}")
+
+
+def _object_created(key: str, version_id: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"key": key, "size": 1, "etag": "e", "sequencer": "01"}
+    if version_id:
+        obj["version-id"] = version_id
+    return {"version": "0", "id": f"e-{key}", "detail-type": "Object Created", "source": "aws.s3",
+            "account": ACCOUNT, "time": "2026-01-01T00:00:00Z", "region": REGION,
+            "resources": [f"arn:aws:s3:::{BUCKET}"],
+            "detail": {"version": "0", "bucket": {"name": BUCKET}, "object": obj, "request-id": "r",
+                       "requester": ACCOUNT, "reason": "PutObject"}}
+
+
+def _deploy(synth: Synth, clients: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """The synthesized stack's pieces this run needs, in moto, under the names the resolver gives them."""
+    stack = synth.stack
+    s3 = clients["s3"]
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    wiring.engine_from_environment().ledger.create_table()
+    role = clients["iam"].create_role(RoleName="moto-needs-a-role", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                                                "Principal": {"Service": "lambda.amazonaws.com"}}]}))["Role"]["Arn"]
+    arns = {}
+    for name in TASK_FUNCTIONS:
+        logical_id = synth.logical_id(stack.engine.functions[name])
+        arns[name] = clients["lambda"].create_function(
+            FunctionName=logical_id, Runtime="python3.11", Role=role, Handler=f"iam_conformance.{name}",
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18}, Timeout=900)["FunctionArn"]
+    machine = stack.workflows.machines[SPEC]
+    text = synth.definition_text(machine)
+    for placeholder, name in (("LaunchFunctionArn", "launch"), ("DecideFunctionArn", "decide"),
+                              ("TriggerFunctionArn", "trigger"), ("CleanupFunctionArn", "cleanup")):
+        text = text.replace("${" + placeholder + "}", arns[name])
+    machine_arn = clients["stepfunctions"].create_state_machine(
+        name=stack.workflows.names[SPEC], definition=text, roleArn=role, type="STANDARD")["stateMachineArn"]
+    # What the catalog deployment publishes, from the synthesized asset.
+    root = synth.outdir / stack.catalog.asset.asset_path
+    for path in root.rglob("*"):
+        if path.is_file():
+            s3.put_object(Bucket=BUCKET, Key="catalog/" + path.relative_to(root).as_posix(), Body=path.read_bytes())
+    return machine_arn, arns
+
+
+def _inbox_environment(synth: Synth) -> dict[str, str]:
+    fn = synth.template["Resources"][synth.logical_id(synth.stack.engine.functions["inbox"])]
+    resolver = Resolver(synth.template, {})
+    keep = ("NPA_WORKFLOW_MACHINE_ARN_PREFIX", "NPA_WORKFLOW_ALLOW_AD_HOC", "NPA_WORKFLOW_HEARTBEAT_SECONDS",
+            "NPA_WORKFLOW_MAX_WAIT_SECONDS")
+    return {k: str(resolver.value(v)) for k, v in fn["Properties"]["Environment"]["Variables"].items() if k in keep}
+
+
+@pytest.mark.timeout(180)
+def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
+    default_synth: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from functions.inbox.handler import handler as inbox_handler
+    from functions.reap.handler import handler as reap_handler
+    from functions.trigger.handler import handler as trigger_handler
+    from functions.watch.handler import handler as watch_handler
+    from npa_workflow.local.moto_fixes import moto_fixes
+    from npa_workflow.local.moto_lambda import in_process_lambdas
+    from npa_workflow.local.moto_server import start_moto_server
+
+    synth = default_synth
+    stack = synth.stack
+    server = start_moto_server()
+    try:
+        env = {**server.client_env(REGION), wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
+               wiring.EXECUTOR_ENV: "local", wiring.LOCAL_STATE_DIR_ENV: str(tmp_path / "jobs"),
+               "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_TRACE_DISABLED": "true",
+               **_inbox_environment(synth)}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.chdir(REPO_ROOT / "specs")  # steps of inbox-started runs run where their spec lives
+        wiring.clear_cache()
+        with RECORDER.active(), moto_fixes(), in_process_lambdas(apply_function_env=False):
+            with RECORDER.acting_as("test"):
+                session = boto3.session.Session(region_name=REGION)
+                clients = {n: session.client(n) for n in ("s3", "iam", "lambda", "stepfunctions")}
+                machine_arn, _ = _deploy(synth, clients)
+                put = clients["s3"].put_object(Bucket=BUCKET, Key=f"inbox/{SPEC}.yaml",
+                                               Body=(REPO_ROOT / "specs" / f"{SPEC}.yaml").read_bytes())
+            with RECORDER.acting_as("inbox"):
+                started = inbox_handler(_object_created(f"inbox/{SPEC}.yaml", put["VersionId"]), _context("inbox"))
+            assert started["status"] == "started", started
+            status, deadline = "RUNNING", time.monotonic() + 120
+            while status == "RUNNING" and time.monotonic() < deadline:
+                with RECORDER.acting_as("watch"):
+                    watch_handler({"id": "tick", "source": "aws.events"}, _context("watch"))
+                with RECORDER.acting_as("test"):
+                    status = clients["stepfunctions"].describe_execution(
+                        executionArn=started["execution_arn"])["status"]
+                time.sleep(0.3)
+            assert status == "SUCCEEDED", status
+            change = {"version": "0", "id": "e-end", "detail-type": "Step Functions Execution Status Change",
+                      "source": "aws.states", "account": ACCOUNT, "time": "2026-01-01T00:00:00Z", "region": REGION,
+                      "resources": [started["execution_arn"]],
+                      "detail": {"executionArn": started["execution_arn"], "stateMachineArn": machine_arn,
+                                 "name": started["run_id"], "status": "SUCCEEDED",
+                                 "input": json.dumps({"run": {"run_id": started["run_id"], "bucket": BUCKET}})}}
+            with RECORDER.acting_as("reap"):
+                reap_handler(change, _context("reap"))
+                reap_handler({**change, "detail": {**change["detail"], "status": "ABORTED"}}, _context("reap"))
+            with RECORDER.acting_as("trigger"):
+                trigger_handler(_object_created("landing/a.csv"), _context("trigger"))
+    finally:
+        wiring.clear_cache()
+        server.stop()
+
+    names = {synth.logical_id(stack.storage.bucket): BUCKET, synth.logical_id(stack.storage.table): TABLE}
+    resolver = Resolver(synth.template, names)
+    roles = {name: synth.logical_id(role) for name, role in stack.engine.roles.items()}
+    roles[MACHINE] = synth.logical_id(stack.workflows.roles[SPEC])
+    policies = {caller: resolver.role_policies(role) for caller, role in roles.items()}
+
+    calls = RECORDER.calls
+    unattributed = [str(c) for c in calls if not c.caller]
+    assert not unattributed, unattributed
+    denied = []
+    for call in calls:
+        # Every token of this run belongs to an execution of the one machine.
+        for action, resource in authorizations(call, lambda _token: machine_arn, lambda secret: secret):
+            if not allowed(policies[call.caller], action, resource):
+                denied.append(f"{call.caller}: {action} on {resource}")
+    assert not denied, sorted(set(denied))
+    # The run went through every kind of caller (else this test would prove little).
+    made = {(c.caller, f"{c.service}:{c.operation}") for c in calls}
+    for expected in [("inbox", "states:StartExecution"), ("inbox", "states:DescribeStateMachine"),
+                     ("inbox", "s3:GetObject"), ("launch", "dynamodb:PutItem"), ("watch", "states:SendTaskSuccess"),
+                     ("watch", "s3:HeadObject"), (MACHINE, "lambda:Invoke"), ("reap", "dynamodb:Query"),
+                     ("trigger", "dynamodb:Query")]:
+        assert expected in made, (expected, sorted(made))
