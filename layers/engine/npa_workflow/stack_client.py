@@ -255,13 +255,18 @@ class StackClient:
                              "resume yet")
         plan = plan_resume(desc)
         self.ledger.clear_cancel(run_id)  # an earlier cancel must not make the resumed run's launches refuse
+        if plan.mode == REDRIVE and self.endpoint_url:
+            # moto (a local serve) does not implement RedriveExecution: asking it only makes the server log a
+            # NotImplementedError traceback, so a local stack goes straight to a new execution.
+            plan = ResumePlan(NEW_EXECUTION, "a local stack cannot redrive: a new execution replays the "
+                                             "succeeded waves")
         if plan.mode == REDRIVE:
             try:
                 self.sfn.redrive_execution(executionArn=record.execution_arn)
                 self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=record.execution_arn)
                 return {"run_id": run_id, "execution_arn": record.execution_arn, "redriven": True,
                         "reason": plan.reason}
-            except Exception:  # noqa: BLE001 - not supported (moto) or refused: a new execution instead
+            except Exception:  # noqa: BLE001 - not supported or refused: a new execution instead
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
         name = _next_execution_name(run_id, desc["name"])

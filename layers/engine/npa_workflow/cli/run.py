@@ -219,6 +219,14 @@ def run_command(
         raise typer.BadParameter("must be 'local' or 'skypilot'", param_hint="--executor")
     if executor == "skypilot" and not skypilot_endpoint:
         raise typer.BadParameter("--executor skypilot needs --skypilot-endpoint URL", param_hint="--skypilot-endpoint")
+    if executor == "skypilot":
+        from npa_workflow.adapters.skypilot_preflight import PreflightFailed, preflight
+
+        try:  # seconds, not the launch's minutes of retries, when the server is not there or refuses us
+            preflight(skypilot_endpoint)
+        except PreflightFailed as exc:
+            _err(f"npa-workflow run: error: {exc}")
+            raise typer.Exit(1) from None
     console = Console(soft_wrap=True)
     progress: Any
     if as_json:
