@@ -1,11 +1,12 @@
 """IAM conformance: every AWS call each function (and the state machine) makes during a run is allowed by that
 caller's role in the synthesized template, action and resource, as moto's IAM policy evaluator decides.
 
-The run is the cloud's path on a local AWS: the spec is uploaded to `inbox/` of a versioned engine bucket; the
-inbox handler gets S3's "Object Created" event and starts the deployed machine (the synthesized definition, named as
-the stack names it, its Tasks invoking functions named by their logical ids); moto's interpreter runs it and invokes
-the launch Lambda in-process; the watch handler ticks until the run ends; reap gets the execution's status change;
-trigger gets an S3 event. Jobs are real subprocesses (the local executor: the SkyPilot executor's secret read is
+The run is the cloud's path on a local AWS: a run request naming the deployed `fanout` spec, with a var that makes
+its last step fail, is uploaded to `inbox/` of a versioned engine bucket; the inbox handler gets S3's "Object
+Created" event, reads the deployed spec from `catalog/` and starts the deployed machine (the synthesized definition,
+named as the stack names it, its Tasks invoking functions named by their logical ids); moto's interpreter runs it and
+invokes launch and cleanup in-process; the watch handler ticks until the run ends (tokens succeed, then fail);
+reap gets the execution's status change; trigger gets an S3 event. Jobs are real subprocesses (the local executor: the SkyPilot executor's secret read is
 not exercised here). A missing grant fails this test before `cdk deploy` would.
 """
 
@@ -117,10 +118,10 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
                 session = boto3.session.Session(region_name=REGION)
                 clients = {n: session.client(n) for n in ("s3", "iam", "lambda", "stepfunctions")}
                 machine_arn, _ = _deploy(synth, clients)
-                put = clients["s3"].put_object(Bucket=BUCKET, Key=f"inbox/{SPEC}.yaml",
-                                               Body=(REPO_ROOT / "specs" / f"{SPEC}.yaml").read_bytes())
+                request = {"apiVersion": "npa.workflow.run/v1", "spec": SPEC, "vars": {"step_fail": "simulated"}}
+                put = clients["s3"].put_object(Bucket=BUCKET, Key="inbox/request.yaml", Body=json.dumps(request))
             with RECORDER.acting_as("inbox"):
-                started = inbox_handler(_object_created(f"inbox/{SPEC}.yaml", put["VersionId"]), _context("inbox"))
+                started = inbox_handler(_object_created("inbox/request.yaml", put["VersionId"]), _context("inbox"))
             assert started["status"] == "started", started
             status, deadline = "RUNNING", time.monotonic() + 120
             while status == "RUNNING" and time.monotonic() < deadline:
@@ -130,16 +131,15 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
                     status = clients["stepfunctions"].describe_execution(
                         executionArn=started["execution_arn"])["status"]
                 time.sleep(0.3)
-            assert status == "SUCCEEDED", status
+            assert status == "FAILED", status
             change = {"version": "0", "id": "e-end", "detail-type": "Step Functions Execution Status Change",
                       "source": "aws.states", "account": ACCOUNT, "time": "2026-01-01T00:00:00Z", "region": REGION,
                       "resources": [started["execution_arn"]],
                       "detail": {"executionArn": started["execution_arn"], "stateMachineArn": machine_arn,
-                                 "name": started["run_id"], "status": "SUCCEEDED",
+                                 "name": started["run_id"], "status": status,
                                  "input": json.dumps({"run": {"run_id": started["run_id"], "bucket": BUCKET}})}}
             with RECORDER.acting_as("reap"):
                 reap_handler(change, _context("reap"))
-                reap_handler({**change, "detail": {**change["detail"], "status": "ABORTED"}}, _context("reap"))
             with RECORDER.acting_as("trigger"):
                 trigger_handler(_object_created("landing/a.csv"), _context("trigger"))
     finally:
@@ -166,6 +166,6 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
     made = {(c.caller, f"{c.service}:{c.operation}") for c in calls}
     for expected in [("inbox", "states:StartExecution"), ("inbox", "states:DescribeStateMachine"),
                      ("inbox", "s3:GetObject"), ("launch", "dynamodb:PutItem"), ("watch", "states:SendTaskSuccess"),
-                     ("watch", "s3:HeadObject"), (MACHINE, "lambda:Invoke"), ("reap", "dynamodb:Query"),
-                     ("trigger", "dynamodb:Query")]:
+                     ("watch", "states:SendTaskFailure"), ("watch", "s3:HeadObject"), (MACHINE, "lambda:Invoke"),
+                     ("cleanup", "dynamodb:Query"), ("reap", "dynamodb:Query"), ("trigger", "dynamodb:Query")]:
         assert expected in made, (expected, sorted(made))
