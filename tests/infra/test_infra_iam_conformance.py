@@ -6,8 +6,9 @@ its last step fail, is uploaded to `inbox/` of a versioned engine bucket; the in
 Created" event, reads the deployed spec from `catalog/` and starts the deployed machine (the synthesized definition,
 named as the stack names it, its Tasks invoking functions named by their logical ids); moto's interpreter runs it and
 invokes launch and cleanup in-process; the watch handler ticks until the run ends (tokens succeed, then fail);
-reap gets the execution's status change; trigger gets an S3 event. Jobs are real subprocesses (the local executor: the SkyPilot executor's secret read is
-not exercised here). A missing grant fails this test before `cdk deploy` would.
+reap gets the execution's status change; trigger gets an S3 event. Jobs are real subprocesses (the local executor:
+the SkyPilot executor's secret read is not exercised here). A missing grant fails this test before `cdk deploy`
+would.
 """
 
 from __future__ import annotations
