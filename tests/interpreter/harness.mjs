@@ -23,18 +23,8 @@
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 
-// aws-local-stepfunctions 3.x declares Node >= 22 for Promise.withResolvers (ES2024); Node 20 lacks it.
-if (typeof Promise.withResolvers !== 'function') {
-  Promise.withResolvers = function withResolvers() {
-    let resolve;
-    let reject;
-    const promise = new this((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    return { promise, resolve, reject };
-  };
-}
+import './polyfill.mjs'; // before the package: it needs Promise.withResolvers
+
 const { StateMachine } = await import('aws-local-stepfunctions');
 
 const WAIT_SUFFIX = '.waitForTaskToken';
@@ -86,11 +76,36 @@ function taskStates(definition, found = {}) {
   return found;
 }
 
+/**
+ * aws-local-stepfunctions resolves TimeoutSecondsPath against the Task's effective input (what Parameters made of
+ * it); AWS resolves it against the state input. The compiled wave Tasks read `$.run.deadline` (`$.deadline` in a
+ * Map item) from the state input, so for this interpreter the same path is copied into Parameters, where it
+ * resolves to the same value. The Lambda payload is untouched; the bridge reads only FunctionName and Payload.
+ */
+function stateInputPaths(states) {
+  for (const state of Object.values(states)) {
+    const path = state.TimeoutSecondsPath;
+    if (!path) continue;
+    const keys = path.replace(/^\$\./, '').split('.');
+    let node = (state.Parameters = state.Parameters || {});
+    for (const key of keys.slice(0, -1)) {
+      if (node[key] !== undefined && typeof node[key] !== 'object') throw new Error(`cannot mirror ${path}`);
+      node = node[key] = node[key] || {};
+    }
+    node[`${keys.at(-1)}.$`] = path;
+  }
+}
+
+function valueAt(doc, path) {
+  return path.replace(/^\$\./, '').split('.').reduce((node, key) => node?.[key], doc);
+}
+
 function override(name, state, placeholder) {
   const wait = String(state.Resource).endsWith(WAIT_SUFFIX);
-  const timeoutMs = (state.TimeoutSeconds ?? 60) * 1000; // the interpreter's own default is 60 s
   return async (input) => {
     const fn = input.FunctionName;
+    // The interpreter's own default is 60 s; a TimeoutSecondsPath is mirrored into `input` (stateInputPaths).
+    const timeoutMs = (state.TimeoutSecondsPath ? valueAt(input, state.TimeoutSecondsPath) : state.TimeoutSeconds ?? 60) * 1000;
     if (!wait) {
       const result = await invoke(name, fn, input.Payload, false);
       if (!result.ok) throw lambdaError(result.error);
@@ -145,6 +160,7 @@ function summarize(event) {
 async function run(start) {
   const definition = start.definition;
   const handlers = {};
+  stateInputPaths(taskStates(definition));
   for (const [name, state] of Object.entries(taskStates(definition))) {
     handlers[name] = override(name, state, start.token_placeholder);
   }
