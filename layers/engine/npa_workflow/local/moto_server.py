@@ -125,6 +125,29 @@ def _check_port_free(host: str, port: int) -> None:
             ) from exc
 
 
+def _skip_batch_models() -> None:
+    """Start-up: moto's Step Functions interpreter imports its AWS Batch integration, which needs only
+    `moto.batch.utils.JobStatus`, but importing any `moto.batch` submodule runs `moto/batch/__init__.py`, which
+    imports the Batch and EC2 models (about 3 s of a 4.7 s first Step Functions request on this machine). The
+    twin's machines never run a Batch task, so `moto.batch` is registered as a bare package: its submodules import
+    from their files as usual, its `__init__` (the models) never runs. Without this, everything still works,
+    slower. A process that already imported `moto.batch` keeps it."""
+    import importlib.util
+    import sys
+    import types
+
+    if "moto.batch" in sys.modules:
+        return
+    found = importlib.util.find_spec("moto.batch")
+    if found is None or not found.submodule_search_locations:
+        return
+    package = types.ModuleType("moto.batch", "moto.batch without its models (local.moto_server)")
+    package.__path__ = list(found.submodule_search_locations)
+    package.__package__ = "moto.batch"
+    package.__spec__ = found
+    sys.modules["moto.batch"] = package
+
+
 def start_moto_server(
     port: int | None = None,
     *,
@@ -145,6 +168,7 @@ def start_moto_server(
     if quiet:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         quiet_moto_logs()
+    _skip_batch_models()
 
     if port:
         _check_port_free(host, port)

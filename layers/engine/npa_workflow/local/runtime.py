@@ -56,6 +56,7 @@ from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
 from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
+from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
@@ -526,6 +527,7 @@ class LocalRuntime:
         from npa_workflow.engine.watch import watch_pass
 
         failures = 0
+        exits = JobExits(self.home / "jobs")
         while True:
             if self._stop.is_set():
                 raise RunInterrupted(self._stop_reason)
@@ -543,7 +545,7 @@ class LocalRuntime:
             self.progress.update(waves, status)
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
-            self._stop.wait(self.options.tick_seconds)
+            exits.wait(self.options.tick_seconds, self._stop)  # a job's exit wakes the watch at once
 
     def _settled_status(self, sfn: Any, status: str) -> str:
         """moto can report FAILED a moment before the error is set: wait briefly for it."""
