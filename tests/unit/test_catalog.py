@@ -128,3 +128,20 @@ def test_catalog_errors_name_the_catalog_file(tmp_path):
 def test_example_specs_load_with_the_shipped_catalog(name):
     loaded = load_spec(ROOT / "specs" / name, catalog=ROOT / "specs" / "tools.yaml")
     assert loaded.warnings == []
+
+
+def test_a_catalog_file_is_parsed_once_until_it_changes(tmp_path, monkeypatch):
+    import os
+
+    from npa_workflow.spec import catalog as catalog_module
+
+    path = tmp_path / "tools.yaml"
+    path.write_text(HEAD + "tools:\n  a: {argv: [x]}\n")
+    calls = []
+    real = catalog_module.parse_catalog
+    monkeypatch.setattr(catalog_module, "parse_catalog", lambda raw, file="": calls.append(file) or real(raw, file))
+    first = load_catalog_file(path)
+    assert load_catalog_file(path) is first and len(calls) == 1
+    path.write_text(HEAD + "tools:\n  a: {argv: [x]}\n  b: {argv: [y]}\n")
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
+    assert set(load_catalog_file(path).tools) == {"a", "b"} and len(calls) == 2

@@ -333,3 +333,25 @@ def test_console_script_exit_codes(write):
     assert invalid.returncode == 1
     assert all(PROBLEM_LINE.match(line) for line in invalid.stderr.splitlines())
     assert run("plan", ok, "--var", "oops").returncode == 2
+
+
+def test_the_cli_starts_without_the_spec_stack_or_aws_clients():
+    # `--help` and the option parsing load typer and rich only; the commands import what they use.
+    code = ("import sys; import npa_workflow.cli.app; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'boto3', 'botocore', 'moto'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_png_to_a_terminal_is_a_usage_error(monkeypatch, runner):
+    import types
+
+    import npa_workflow.cli.graph as graph_cli
+
+    tty = types.SimpleNamespace(isatty=lambda: True)
+    monkeypatch.setattr(graph_cli, "sys", types.SimpleNamespace(stdout=tty, stderr=sys.stderr))
+    result = invoke(runner, "graph", str(Path(__file__).resolve().parents[2] / "specs" / "fanout.yaml"),
+                    "--format", "png")
+    assert result.exit_code == 2
+    assert "--out FILE.png" in result.output

@@ -1,11 +1,17 @@
-"""`npa-workflow`: validate, plan, render and run npa.workflow/v0.0.1 specs."""
+"""`npa-workflow`: validate, plan, render and run npa.workflow/v0.0.1 specs.
+
+Start-up is part of the interface (`--help` and `validate` of a spec are meant to answer in well under a
+second): this module and the option modules it imports load only typer and rich; the spec stack (YAML,
+pydantic), the compiler, the planner and the AWS clients are imported inside the commands that use them.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -38,16 +44,11 @@ from npa_workflow.cli.stack import (
     status_command,
     submit_command,
 )
-from npa_workflow.compile.asl import CompileOptions
-from npa_workflow.cost import estimate_cost
 from npa_workflow.errors import Problem, SpecError
-from npa_workflow.plan.model import Plan, WavePlan
-from npa_workflow.plan.planner import build_plan, run_context
-from npa_workflow.plan.waves import build_waves
-from npa_workflow.spec.catalog import CATALOG_API_VERSION, load_catalog_file
-from npa_workflow.spec.load import load_spec
-from npa_workflow.spec.loader import load_yaml_file
-from npa_workflow.spec.validate import LoadedSpec
+
+if TYPE_CHECKING:
+    from npa_workflow.plan.model import Plan, WavePlan
+    from npa_workflow.spec.validate import LoadedSpec
 
 app = typer.Typer(
     name="npa-workflow",
@@ -59,6 +60,9 @@ app = typer.Typer(
 
 
 def is_catalog_file(path: Path) -> bool:
+    from npa_workflow.spec.catalog import CATALOG_API_VERSION
+    from npa_workflow.spec.loader import load_yaml_file
+
     try:
         raw = load_yaml_file(path)
     except SpecError:
@@ -76,6 +80,9 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Check specs against every rule of the language; report all problems at once."""
+    from npa_workflow.spec.catalog import load_catalog_file
+    from npa_workflow.spec.load import load_spec
+
     overrides = parse_vars(var)
     results = []
     failed = False
@@ -118,7 +125,11 @@ def plan(
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost: the cost of a run."""
+    from npa_workflow.compile.asl import CompileOptions
     from npa_workflow.compute_cost import PricesError, load_prices
+    from npa_workflow.cost import estimate_cost
+    from npa_workflow.plan.planner import build_plan, run_context
+    from npa_workflow.plan.waves import build_waves
 
     check_assumption(assume_decision)
     minutes, step_minutes = parse_minutes(assume_minutes)
@@ -166,6 +177,8 @@ def render(
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Print the SkyPilot YAML launch submits: one job per step, in plan order (first attempts)."""
+    from npa_workflow.plan.planner import build_plan, run_context
+    from npa_workflow.plan.waves import build_waves
     from npa_workflow.render import RenderError
 
     check_assumption(assume_decision)
@@ -278,4 +291,7 @@ app.command(name="gc")(gc_command)
 
 
 def main() -> None:
+    # pydantic looks up plugins through every installed package's entry points on its first model (~30 ms);
+    # the CLI uses none, as the Lambda functions (infra/functions.py) do not.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     app()

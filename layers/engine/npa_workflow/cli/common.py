@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from npa_workflow.cli.output import print_problems
 from npa_workflow.errors import SpecError
-from npa_workflow.spec.load import load_spec
-from npa_workflow.spec.validate import LoadedSpec
+
+if TYPE_CHECKING:  # the spec stack imports pydantic: loaded on first use, not for `--help`
+    from npa_workflow.spec.validate import LoadedSpec
 
 # Bounds of every number a user gives on the command line (typer says "x is not in the range 0<=x<=N").
 # A Standard workflow execution lasts at most one year (AWS Step Functions quota), so no wave waits longer.
@@ -92,6 +93,8 @@ def check_assumption(value: str | None) -> str | None:
 
 def load_or_exit(spec: Path, catalog: Path | None, variables: list[str] | None, strict: bool = False,
                  allow_unknown_keys: bool = False) -> LoadedSpec:
+    from npa_workflow.spec.load import load_spec
+
     overrides = parse_vars(variables)
     try:
         loaded = load_spec(spec, catalog=catalog, overrides=overrides, strict=strict,

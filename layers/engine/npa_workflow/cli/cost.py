@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from npa_workflow.cli.output import stdout
-from npa_workflow.cost import CostEstimate
+
+if TYPE_CHECKING:
+    from npa_workflow.cost import CostEstimate
 
 CostOpt = Annotated[
     bool,

@@ -14,9 +14,7 @@ import typer
 from npa_workflow.cli.common import CatalogOpt, VarOpt, load_or_exit
 from npa_workflow.cli.output import print_problems, stdout
 from npa_workflow.cli.stack import BucketOpt, EndpointOpt, RegionOpt, StackOpt
-from npa_workflow.compile.asl import compile_spec
 from npa_workflow.errors import SpecError
-from npa_workflow.graph import GraphvizError, build_graph, render_dot, render_mermaid, render_png, statuses_from_report
 
 
 class GraphFormat(StrEnum):
@@ -83,6 +81,19 @@ def graph_command(
     region: RegionOpt = None,
 ) -> None:
     """Draw the spec: states, groups with their bound, loops with their back edge, branches with their `when`."""
+    from npa_workflow.compile.asl import compile_spec
+    from npa_workflow.graph import (
+        GraphvizError,
+        build_graph,
+        render_dot,
+        render_mermaid,
+        render_png,
+        statuses_from_report,
+    )
+
+    if fmt is GraphFormat.png and out is None and sys.stdout.isatty():
+        # A usage error (exit 2), found before any work: binary data must not reach a terminal.
+        raise typer.BadParameter("png is binary data: pass --out FILE.png (or redirect stdout)", param_hint="--format")
     loaded = load_or_exit(spec, catalog, var)
     try:
         graph = build_graph(loaded, compile_spec(loaded))
@@ -103,8 +114,6 @@ def graph_command(
         except GraphvizError as exc:
             raise _fail(str(exc)) from None
         if out is None:
-            if sys.stdout.isatty():
-                raise _fail("--format png writes binary data: pass --out FILE.png (or redirect stdout)")
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
             return

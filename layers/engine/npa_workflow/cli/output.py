@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from npa_workflow.errors import Problem
-from npa_workflow.plan.model import Plan, WavePlan
+
+if TYPE_CHECKING:
+    from npa_workflow.plan.model import Plan, WavePlan
 
 stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console, Group
@@ -29,8 +29,10 @@ from npa_workflow.cli.common import (
 )
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.errors import SpecError
-from npa_workflow.ledger import WaveAttempt, WaveStatus
 from npa_workflow.timestamps import to_epoch
+
+if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
+    from npa_workflow.ledger import WaveAttempt
 
 EXIT_INTERRUPTED = 130
 _STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
@@ -83,6 +85,8 @@ class LiveProgress:
             self.live = None
 
     def _render(self, waves: list[WaveAttempt], status: str) -> Group:
+        from npa_workflow.ledger import WaveStatus
+
         table = Table(show_edge=False, pad_edge=False, box=None)
         for col in ("state", "status", "attempt", "job", "duration"):
             table.add_column(col, overflow="fold")

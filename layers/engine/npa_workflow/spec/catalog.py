@@ -124,8 +124,26 @@ def parse_catalog(raw: Any, file: str = "") -> Catalog:
     return Catalog(tools=tools, images=images, source=file)
 
 
+# A catalog is parsed once per process (a loop over specs names the same one): by resolved path, and
+# mtime and size so an edited file is read again. A Catalog is frozen, so sharing it is safe.
+_FILE_CACHE: dict[tuple[str, int, int], Catalog] = {}
+_FILE_CACHE_MAX = 16
+
+
 def load_catalog_file(path: str | Path) -> Catalog:
-    return parse_catalog(load_yaml_file(path), str(path))
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return parse_catalog(load_yaml_file(path), str(path))  # the loader names the file and the problem
+    key = (str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+    cached = _FILE_CACHE.get(key)
+    if cached is not None and cached.source == str(path):
+        return cached
+    catalog = parse_catalog(load_yaml_file(path), str(path))
+    if len(_FILE_CACHE) >= _FILE_CACHE_MAX:
+        _FILE_CACHE.clear()
+    _FILE_CACHE[key] = catalog
+    return catalog
 
 
 def load_catalog_text(text: str, file: str = "") -> Catalog:
