@@ -102,10 +102,14 @@ def _wait_ready(endpoint_url: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
+        # Any HTTP answer means the server serves. (`/moto-api/data.json` would serialize every resource of every
+        # service loaded in this process, which may not even be serializable: a Lambda function a test left.)
         try:
-            with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=2) as response:
+            with urllib.request.urlopen(f"{endpoint_url}/moto-api/config", timeout=2) as response:
                 response.read()
                 return
+        except urllib.error.HTTPError:
+            return
         except (urllib.error.URLError, OSError) as exc:
             last = exc
             time.sleep(0.02)
