@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol.functions import FunctionSlot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = REPO_ROOT / "layers" / "engine"
@@ -48,30 +50,13 @@ POWERTOOLS_METRICS_NAMESPACE = "npa-workflow"
 PYDANTIC_PLUGINS_OFF = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
-@dataclass(frozen=True)
-class HandlerSpec:
-    """One Lambda function: `functions/<name>/handler.py`'s `handler`."""
-
-    name: str
-    description: str
-    timeout_seconds: int
-    memory_mb: int = 512
-
-
-HANDLERS: tuple[HandlerSpec, ...] = (
-    HandlerSpec("inbox", "Validates a spec dropped under inbox/ and starts its run", 120, 1024),
-    HandlerSpec("launch", "Submits a wave's SkyPilot job once and records (job id, task token)", 60),
-    HandlerSpec("decide", "Reads a decision artifact from S3 and normalizes it for a Choice", 30),
-    HandlerSpec("trigger", "Registers a trigger watch; completes it on S3 Object Created events", 60),
-    HandlerSpec("watch", "Completes or heartbeats the task tokens of active waves (scheduled)", 120),
-    HandlerSpec("cleanup", "Cancels a failed wave's jobs by exact id and records the run's failure", 300),
-    HandlerSpec("reap", "Cancels the jobs of executions that failed, timed out or were stopped", 300),
-)
-HANDLER_NAMES = tuple(h.name for h in HANDLERS)
+# One Lambda function per row of the function table (handler path, timeout, memory: protocol.functions).
+HANDLERS: tuple[FunctionSlot, ...] = function_table.FUNCTIONS
+HANDLER_NAMES = function_table.NAMES
 
 
 def handler_string(name: str) -> str:
-    return f"functions.{name}.handler.handler"
+    return function_table.slot(name).handler
 
 
 def _distribution_name(requirement: str) -> str:

@@ -26,6 +26,8 @@ from infra.settings import EngineSettings, is_complete_secret_arn
 from infra.state_machines import SUBSTITUTIONS, WorkflowMachines, compile_catalog, grant_distributed_map, machine_arn
 from infra.storage import INBOX_PREFIX, Storage
 from npa_workflow.compile.asl import CompileOptions
+from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol import stack as outputs
 
 SPECS_DIR = REPO_ROOT / "specs"
 TOOLS_FILE_NAME = "tools.yaml"
@@ -256,35 +258,34 @@ class NpaWorkflowStack(Stack):
         inbox.add_environment("NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX", prefix)
         inbox.add_environment("NPA_WORKFLOW_AD_HOC_ROLE_ARN", role.role_arn)
         inbox.add_environment("NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN", log_group.log_group_arn)
-        for placeholder, name in SUBSTITUTIONS.items():
-            env_name = "NPA_WORKFLOW_" + placeholder.removesuffix("FunctionArn").upper() + "_FUNCTION_ARN"
-            inbox.add_environment(env_name, functions[name].function_arn)
+        for fn in function_table.MACHINE_INVOKED:
+            inbox.add_environment(fn.arn_env, functions[fn.name].function_arn)
 
     def _outputs(self) -> None:
         bucket, table = self.storage.bucket, self.storage.table
-        CfnOutput(self, "BucketName", value=bucket.bucket_name, description="The engine bucket")
+        CfnOutput(self, outputs.BUCKET_NAME, value=bucket.bucket_name, description="The engine bucket")
         CfnOutput(
             self,
-            "InboxUri",
+            outputs.INBOX_URI,
             value=f"s3://{bucket.bucket_name}/{INBOX_PREFIX}",
             description="Upload a spec here to start a run: aws s3 cp spec.yaml <InboxUri>",
         )
-        CfnOutput(self, "LedgerTableName", value=table.table_name, description="The ledger (DynamoDB)")
+        CfnOutput(self, outputs.LEDGER_TABLE_NAME, value=table.table_name, description="The ledger (DynamoDB)")
         CfnOutput(
             self,
-            "SkyPilotTokenSecretArn",
+            outputs.SKYPILOT_TOKEN_SECRET_ARN,
             value=self.secret.secret_arn,
             description="Secrets Manager secret holding the SkyPilot service-account token",
         )
         CfnOutput(
             self,
-            "DeadLetterQueueUrl",
+            outputs.DEAD_LETTER_QUEUE_URL,
             value=self.events.dead_letters.queue_url,
             description="Events EventBridge could not deliver to a function",
         )
         CfnOutput(
             self,
-            "FailedInvocationsQueueUrl",
+            outputs.FAILED_INVOCATIONS_QUEUE_URL,
             value=self.async_failures.failed_invocations.queue_url,
             description="Events a function failed on after Lambda's retries (inbox, trigger, reap, watch)",
         )

@@ -32,17 +32,12 @@ from infra.names import machine_name as deployed_machine_name
 from infra.settings import SettingsError
 from infra.storage import RUNS_PREFIX
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol.stack import deployable_spec_files
 from npa_workflow.spec.load import load_spec
-from npa_workflow.spec.loader import load_yaml_file
 
-SPEC_API_PREFIX = "npa.workflow/"
-# The functions a compiled definition invokes, by the placeholder the compiler writes.
-SUBSTITUTIONS = {
-    "LaunchFunctionArn": "launch",
-    "DecideFunctionArn": "decide",
-    "TriggerFunctionArn": "trigger",
-    "CleanupFunctionArn": "cleanup",
-}
+# The functions a compiled definition invokes, by the placeholder the compiler writes (protocol.functions).
+SUBSTITUTIONS = {f.placeholder_name: f.name for f in function_table.MACHINE_INVOKED}
 
 
 @dataclass(frozen=True)
@@ -53,13 +48,8 @@ class CatalogSpec:
 
 
 def spec_files(specs_dir: Path) -> list[Path]:
-    """The workflow specs in `specs_dir` (`apiVersion: npa.workflow/...`); the tool catalog is not one."""
-    found = []
-    for path in sorted(specs_dir.glob("*.yaml")) + sorted(specs_dir.glob("*.yml")):
-        doc = load_yaml_file(path)
-        if isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith(SPEC_API_PREFIX):
-            found.append(path)
-    return found
+    """The workflow specs in `specs_dir`: the rule `serve` deploys by too (protocol.stack)."""
+    return deployable_spec_files(specs_dir)
 
 
 def compile_catalog(specs_dir: Path, options: CompileOptions | None = None) -> list[CatalogSpec]:

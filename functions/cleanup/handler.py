@@ -8,9 +8,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.events import CleanupTask
 from npa_workflow.engine.cleanup import cleanup
 from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.protocol.payloads import CleanupTask
 
 logger = Logger(service="npa-workflow-cleanup")
 
@@ -18,6 +18,6 @@ logger = Logger(service="npa-workflow-cleanup")
 @logger.inject_lambda_context(correlation_id_path="run_id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     request = CleanupTask.model_validate(event)
-    result = cleanup(engine_from_environment(), request.model_dump())
+    result = cleanup(engine_from_environment(), request)
     logger.warning("run failed; jobs cleaned up", extra={"state": request.state, **result})
     return result

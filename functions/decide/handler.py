@@ -7,8 +7,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.events import DecideTask
 from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.protocol.payloads import DecideTask
 
 logger = Logger(service="npa-workflow-decide")
 
@@ -20,6 +20,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # validation), which keeps the module's import within its budget (bench/handler_import.py).
     from npa_workflow.engine.decide import decide
 
-    result = decide(engine_from_environment(), request.model_dump())
+    result = decide(engine_from_environment(), request)
     logger.info("decision read", extra={"state": request.state, "purpose": request.purpose, **result})
     return result

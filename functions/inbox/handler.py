@@ -10,9 +10,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.events import S3ObjectCreated
 from npa_workflow.engine.inbox import INBOX_PREFIX, InboxSettings, handle_object
 from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.protocol.events import S3ObjectCreated
 
 logger = Logger(service="npa-workflow-inbox")
 metrics = Metrics(namespace="npa-workflow", service="inbox")

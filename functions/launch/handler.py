@@ -10,8 +10,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.events import WaveTask
 from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.protocol.payloads import WaveTask
 
 logger = Logger(service="npa-workflow-launch")
 
@@ -23,6 +23,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # validation, rendering), which keeps the module's import within its budget (bench/handler_import.py).
     from npa_workflow.engine.launch import launch
 
-    result = launch(engine_from_environment(), request.model_dump())
+    result = launch(engine_from_environment(), request)
     logger.info("wave launched", extra={"state": request.state, "group": request.group, **result})
     return result

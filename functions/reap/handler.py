@@ -6,17 +6,17 @@ execution of a run; a resumed run's executions are `<run-id>-r<n>`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.events import ExecutionStatusChange, ExecutionStatusDetail
 from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.ledger import RunStatus
+from npa_workflow.protocol.events import ExecutionStatusChange, ExecutionStatusDetail
+from npa_workflow.protocol.payloads import run_id_of_input
 
 logger = Logger(service="npa-workflow-reap")
 metrics = Metrics(namespace="npa-workflow", service="reap")
@@ -24,14 +24,7 @@ ENDED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 
 
 def run_id_of(detail: ExecutionStatusDetail) -> str:
-    try:
-        doc = json.loads(detail.input or "")
-        run_id = doc["run"]["run_id"]
-        if isinstance(run_id, str) and run_id:
-            return run_id
-    except (ValueError, TypeError, KeyError):
-        pass
-    return detail.name
+    return run_id_of_input(detail.input) or detail.name
 
 
 @metrics.log_metrics

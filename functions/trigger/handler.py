@@ -11,20 +11,17 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.events import S3ObjectCreated, WaveTask
 from npa_workflow.engine.watermarks import on_object_created
 from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.protocol.events import S3ObjectCreated, is_object_created
+from npa_workflow.protocol.payloads import WaveTask
 
 logger = Logger(service="npa-workflow-trigger")
 
 
-def _is_object_created(event: dict[str, Any]) -> bool:
-    return event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created"
-
-
 @logger.inject_lambda_context(correlation_id_path="id || run_id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    if _is_object_created(event):
+    if is_object_created(event):
         created = S3ObjectCreated.model_validate(event)
         bucket, key = created.detail.bucket.name, created.detail.object.key
         completed = on_object_created(engine_from_environment(), bucket, key)
@@ -34,6 +31,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Only this path reads the run's spec; the S3 path above never loads the spec stack.
     from npa_workflow.engine.trigger import trigger
 
-    result = trigger(engine_from_environment(), request.model_dump())
+    result = trigger(engine_from_environment(), request)
     logger.info("trigger registered", extra=result)
     return result

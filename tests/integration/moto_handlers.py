@@ -22,13 +22,13 @@ peak = 0
 
 
 class WaveFailed(Exception):
-    """Workload failure; Step Functions sees the error name ``Wave.Failed``."""
-
-    error_type = "Wave.Failed"
+    """Workload failure; Step Functions sees the class name ``WaveFailed``, as on AWS."""
 
 
 class CustomBoom(Exception):
-    """No ``error_type``: Step Functions sees the class name."""
+    """An ``error_type`` attribute, which AWS's Python runtime ignores: Step Functions still sees the class name."""
+
+    error_type = "Custom.Boom"
 
 
 def reset_concurrency() -> None:

@@ -371,8 +371,8 @@ def test_retry_on_named_error_then_success(aws: Aws) -> None:
                 "Parameters": {"FunctionName": aws.fn_arns["flaky_wave"], "Payload.$": "$"},
                 "OutputPath": "$.Payload",
                 "Retry": [
-                    {"ErrorEquals": ["Wave.InfrastructureFailed"], "MaxAttempts": 5},
-                    {"ErrorEquals": ["Wave.Failed"], "IntervalSeconds": 1, "MaxAttempts": 2, "BackoffRate": 1},
+                    {"ErrorEquals": ["InfrastructureFailed"], "MaxAttempts": 5},
+                    {"ErrorEquals": ["WaveFailed"], "IntervalSeconds": 1, "MaxAttempts": 2, "BackoffRate": 1},
                 ],
                 "End": True,
             }
@@ -382,7 +382,7 @@ def test_retry_on_named_error_then_success(aws: Aws) -> None:
     assert output(desc) == {"key": key, "attempt": 2}
     assert handlers.attempts[key] == 2
     failed = [e for e in aws.history(desc["executionArn"]) if e["type"] == "TaskFailed"]
-    assert [e["taskFailedEventDetails"]["error"] for e in failed] == ["Wave.Failed"]
+    assert [e["taskFailedEventDetails"]["error"] for e in failed] == ["WaveFailed"]
 
 
 def test_retry_exhausted_then_catch_on_class_name(aws: Aws) -> None:
@@ -393,7 +393,7 @@ def test_retry_exhausted_then_catch_on_class_name(aws: Aws) -> None:
                 "Type": "Task",
                 "Resource": "arn:aws:states:::lambda:invoke",
                 "Parameters": {"FunctionName": aws.fn_arns["custom_boom"], "Payload.$": "$"},
-                "Retry": [{"ErrorEquals": ["Wave.Failed"], "MaxAttempts": 3}],
+                "Retry": [{"ErrorEquals": ["WaveFailed", "Custom.Boom"], "MaxAttempts": 3}],
                 "Catch": [{"ErrorEquals": ["CustomBoom"], "ResultPath": "$.error", "Next": "Caught"}],
                 "End": True,
             },
@@ -420,7 +420,7 @@ def test_uncaught_error_fails_execution_with_its_name(aws: Aws) -> None:
     }
     desc = aws.run(definition, {"key": uuid.uuid4().hex, "succeed_on_attempt": 99})
     assert desc["status"] == "FAILED"
-    assert desc.get("error") == "Wave.Failed"
+    assert desc.get("error") == "WaveFailed"
 
 
 def test_inline_map_max_concurrency_is_respected(aws: Aws) -> None:

@@ -1,5 +1,5 @@
 """The Lambda handler modules: what importing one loads (a fresh interpreter each), and the EventBridge
-event models they parse with (functions/events.py) on the shapes AWS documents."""
+event models they parse with (npa_workflow.protocol) on the shapes AWS documents."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from functions.events import CleanupTask, DecideTask, ExecutionStatusChange, S3ObjectCreated, WaveTask
+from npa_workflow.protocol.events import ExecutionStatusChange, S3ObjectCreated
+from npa_workflow.protocol.payloads import CleanupTask, DecideTask, WaveTask
 
 HANDLERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
 # Never at import: the SkyPilot SDK (the executor speaks REST), Powertools' parser models (all event models

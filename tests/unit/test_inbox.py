@@ -30,9 +30,10 @@ from npa_workflow.engine.inbox import (
     handle_object,
 )
 from npa_workflow.engine.runs import RunOptions, RunStore
-from npa_workflow.engine.start import RUN_ID_PATTERN, run_id_for_object, start_run
+from npa_workflow.engine.start import run_id_for_object, start_run
 from npa_workflow.errors import SpecError
 from npa_workflow.ledger import DynamoLedger
+from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.load import load_spec
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"

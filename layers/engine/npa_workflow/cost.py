@@ -32,10 +32,12 @@ from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_sp
 from npa_workflow.compute_cost import ComputeCost, ComputePrices, StepMinutes, compute_cost, watch_ticks
 from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import build_waves
+from npa_workflow.protocol import functions as function_table
 from npa_workflow.spec.validate import LoadedSpec
 
 ASSUMPTIONS = ("promote_checkpoint", "loop_back")
-FUNCTIONS = ("launch", "decide", "trigger", "cleanup", "inbox", "watch")
+# The functions a run invokes on its success path (the function table's: reap only runs for failed runs).
+FUNCTIONS = (*(f.name for f in function_table.MACHINE_INVOKED), function_table.INBOX_FN.name, function_table.WATCH.name)
 MAX_STATES_ENTERED = 1_000_000
 
 
@@ -48,7 +50,7 @@ class Pricing:
     transition_usd_per_1000: float = 0.025  # Step Functions Standard
     lambda_request_usd_per_million: float = 0.20
     lambda_gb_second_usd: float = 0.0000133334  # arm64
-    lambda_memory_mb: int = 512  # the stack's functions (infra/functions.py HandlerSpec default)
+    lambda_memory_mb: int = function_table.LAUNCH.memory_mb  # the function table's (protocol.functions)
     lambda_duration_ms: int = 1000  # assumed average billed duration of one invocation
 
     @property

@@ -3,9 +3,9 @@ ledger table, the state machines' executions).
 
 - `StackClient.local(endpoint)`: a stack started by `npa-workflow serve` (its embedded AWS at `endpoint`;
   dummy credentials, the local runtime's bucket and table names);
-- `StackClient.cloud(stack=NAME)`: a deployed stack; the bucket, the ledger table and the state machines are read
-  from its CloudFormation outputs `BucketName`, `LedgerTableName` and every `*StateMachineArn` (credentials and
-  region: the usual boto3 chain). `StackClient.cloud(bucket=B)` knows only the bucket: enough to submit, not to
+- `StackClient.cloud(stack=NAME)`: a deployed stack; the bucket and the ledger table are read from its
+  CloudFormation outputs (`protocol.stack`: the names the CDK app emits; credentials and region: the usual boto3
+  chain). `StackClient.cloud(bucket=B)` knows only the bucket: enough to submit, not to
   follow a run (that needs the ledger: give --stack, or `ledger_table`).
 
 Submitting uploads a spec or a run request under `inbox/` and computes the run id exactly as the inbox does
@@ -29,6 +29,9 @@ from npa_workflow.engine.inbox import INBOX_PREFIX, RUN_REQUEST_API, rejected_ke
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, plan_resume
 from npa_workflow.engine.start import run_id_for_object
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
+from npa_workflow.protocol import stack as stack_outputs
+from npa_workflow.protocol.errors import RUN_CANCELLED
+from npa_workflow.protocol.run_ids import next_execution_name
 
 TERMINAL = ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
 LOCAL_REGION = "us-east-1"
@@ -92,18 +95,17 @@ class StackClient:
         except ClientError as exc:
             raise StackError(f"stack {stack!r}: {exc.response.get('Error', {}).get('Message') or exc}") from None
         outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in described[0].get("Outputs", [])}
-        missing = [k for k in ("BucketName", "LedgerTableName") if not outputs.get(k)]
+        missing = [k for k in stack_outputs.REQUIRED_BY_CLIENTS if not outputs.get(k)]
         if missing and not bucket:
             raise StackError(f"stack {stack!r} has no output(s) {', '.join(missing)}: is it an npa-workflow stack?")
-        machines = {k.removesuffix("StateMachineArn"): v for k, v in outputs.items() if k.endswith("StateMachineArn")}
-        return cls(session, bucket=bucket or outputs["BucketName"],
-                   ledger_table=ledger_table or outputs.get("LedgerTableName", ""),
-                   state_machines=machines, outputs=outputs)
+        return cls(session, bucket=bucket or outputs[stack_outputs.BUCKET_NAME],
+                   ledger_table=ledger_table or outputs.get(stack_outputs.LEDGER_TABLE_NAME, ""), outputs=outputs)
 
     @property
     def ledger(self) -> DynamoLedger:
         if not self.ledger_table:
-            raise StackError("the ledger table is unknown: give --stack NAME (its LedgerTableName output)")
+            raise StackError(f"the ledger table is unknown: give --stack NAME (its {stack_outputs.LEDGER_TABLE_NAME} "
+                             "output)")
         if self._ledger is None:
             self._ledger = DynamoLedger(self.ledger_table,
                                         self.session.client("dynamodb", endpoint_url=self.endpoint_url))
@@ -230,7 +232,7 @@ class StackClient:
 
     def _stop(self, execution_arn: str) -> bool:
         try:
-            self.sfn.stop_execution(executionArn=execution_arn, error="Run.Cancelled",
+            self.sfn.stop_execution(executionArn=execution_arn, error=RUN_CANCELLED,
                                     cause="cancelled with npa-workflow cancel")
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code")) != "ExecutionDoesNotExist":
@@ -269,18 +271,12 @@ class StackClient:
             except Exception:  # noqa: BLE001 - not supported or refused: a new execution instead
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
-        name = _next_execution_name(run_id, desc["name"])
+        name = next_execution_name(run_id, desc["name"])
         arn = self.sfn.start_execution(stateMachineArn=desc["stateMachineArn"], name=name,
                                        input=desc.get("input") or "{}")["executionArn"]
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
         return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
                 "reason": plan.reason}
-
-
-def _next_execution_name(run_id: str, current: str) -> str:
-    suffix = current[len(run_id):]
-    n = int(suffix[2:]) + 1 if suffix.startswith("-r") and suffix[2:].isdigit() else 2
-    return f"{run_id}-r{n}"
 
 
 def _name_and_run_id(document: dict[str, Any]) -> tuple[str, str]:

@@ -32,13 +32,16 @@ from npa_workflow.compile.deadlines import (
 from npa_workflow.compile.names import NameAllocator
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.waves import concurrency_limit
+from npa_workflow.protocol import errors, functions
+from npa_workflow.protocol.keys import group_keys, loop_keys
+from npa_workflow.protocol.payloads import CleanupTask, DecideTask, MapItem, WaveTask, check_payload
 from npa_workflow.spec.config import RunContext, resolve_config
 from npa_workflow.spec.ints import resolve_bounded, yaml_bool
-from npa_workflow.spec.model import Spec, State
+from npa_workflow.spec.model import State
 from npa_workflow.spec.validate import LoadedSpec
 
-WAVE_FAILED = "Wave.Failed"
-WAVE_INFRA_FAILED = "Wave.InfrastructureFailed"
+WAVE_FAILED = errors.WAVE_FAILED
+WAVE_INFRA_FAILED = errors.WAVE_INFRASTRUCTURE_FAILED
 INLINE_MAP_LIMIT = 40
 DISTRIBUTED_MAX_CONCURRENCY = 10_000  # AWS: a Distributed Map runs at most 10,000 child executions at once
 MAX_RETRIES = 20  # a state's `retries` (ASL MaxAttempts allows 99999; more than this is a loop, not a retry)
@@ -53,12 +56,7 @@ MEMBER_DEADLINE_PATH = "$.deadline"
 # the run. Order matters: Step Functions uses the first retrier whose ErrorEquals matches.
 # Re-invoking launch is safe: it is idempotent by the ledger's launch lock (a second call adopts
 # the recorded attempt and takes the new token; it never submits a second job).
-LAMBDA_SERVICE_ERRORS = (
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.TooManyRequestsException",
-)
+LAMBDA_SERVICE_ERRORS = errors.LAMBDA_SERVICE_ERRORS
 LAMBDA_RETRY: dict[str, Any] = {
     "ErrorEquals": list(LAMBDA_SERVICE_ERRORS),
     "IntervalSeconds": 2,
@@ -71,10 +69,11 @@ LAMBDA_RETRY: dict[str, Any] = {
 # A predicate holds when the normalized decision equals this value (decisions.predicate).
 _PREDICATE_VALUE = {"promote_checkpoint": decisions.PROMOTE, "loop_back": decisions.LOOP_BACK}
 
-LAUNCH = "${LaunchFunctionArn}"
-DECIDE = "${DecideFunctionArn}"
-TRIGGER = "${TriggerFunctionArn}"
-CLEANUP = "${CleanupFunctionArn}"
+# The compiler's default FunctionName of each Task: the slot's placeholder (protocol.functions).
+LAUNCH = functions.LAUNCH.placeholder
+DECIDE = functions.DECIDE.placeholder
+TRIGGER = functions.TRIGGER.placeholder
+CLEANUP = functions.CLEANUP.placeholder
 
 
 @dataclass(frozen=True)
@@ -108,21 +107,13 @@ class CompiledMachine:
     heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS
 
 
-def loop_keys(spec: Spec) -> dict[str, str]:
-    """Loop state → its counter's key under `$.loops` (safe in JSONPath whatever the state's name)."""
-    return {n: f"l{i}" for i, n in enumerate((n for n, s in spec.states.items() if s.loop is not None), start=1)}
-
-
-def group_keys(spec: Spec) -> dict[str, str]:
-    return {n: f"g{i}" for i, n in enumerate((n for n, s in spec.states.items() if s.parallel), start=1)}
-
-
-def _task(resource_fn: str, payload: dict[str, Any], *, wait: bool) -> dict[str, Any]:
-    """Every Lambda Task starts with the Lambda service-error retrier (see LAMBDA_RETRY)."""
+def _task(resource_fn: str, payload: dict[str, Any], *, wait: bool, model: type[Any]) -> dict[str, Any]:
+    """Every Lambda Task starts with the Lambda service-error retrier (see LAMBDA_RETRY). The payload must be the
+    `model` the invoked function validates (protocol.payloads): a drifted field fails the compile."""
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::lambda:invoke" + (".waitForTaskToken" if wait else ""),
-        "Parameters": {"FunctionName": resource_fn, "Payload": payload},
+        "Parameters": {"FunctionName": resource_fn, "Payload": check_payload(model, payload)},
         "Retry": [dict(LAMBDA_RETRY, ErrorEquals=list(LAMBDA_SERVICE_ERRORS))],
     }
 
@@ -201,7 +192,7 @@ class _Compiler:
 
     def wave_task(self, spec_state: str, payload: dict[str, Any], *, path: str = DEADLINE_PATH) -> dict[str, Any]:
         st = self.spec.states[spec_state]
-        task = _task(self.opt.launch_arn, {**payload, "token.$": "$$.Task.Token"}, wait=True)
+        task = _task(self.opt.launch_arn, {**payload, "token.$": "$$.Task.Token"}, wait=True, model=WaveTask)
         task["ResultPath"] = None
         self._deadline(task, self.state_timeout(st), path)
         retry = task["Retry"]
@@ -220,13 +211,13 @@ class _Compiler:
         deadline = _deadline_of(state)
         if deadline:  # cleanup names the deadline a timed-out state ran past (Wave.TimedOut's message)
             payload["deadline"] = deadline
-        task = _task(self.opt.cleanup_arn, payload, wait=False)
+        task = _task(self.opt.cleanup_arn, payload, wait=False, model=CleanupTask)
         task["ResultSelector"] = {"Error.$": "$.Payload.error", "Cause.$": "$.Payload.cause"}
         task["ResultPath"] = "$.failure"
         task["Next"] = self.failed
         task["Comment"] = f"cancel every active job of '{owner_spec}' by exact id, then fail with the root cause"
         self.states[cleanup] = task
-        state["Catch"] = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": cleanup}]
+        state["Catch"] = [{"ErrorEquals": [errors.STATES_ALL], "ResultPath": "$.error", "Next": cleanup}]
         return state
 
     def end_state(self, owner_asl: str) -> str:
@@ -254,7 +245,7 @@ class _Compiler:
     def decide(self, owner_asl: str, spec_state: str, target: str, purpose: str) -> str:
         name = self.names.helper(owner_asl, "decide")
         payload = {**self.base_payload(spec_state), "purpose": purpose, "current.$": "$.decision.value"}
-        task = _task(self.opt.decide_arn, payload, wait=False)
+        task = _task(self.opt.decide_arn, payload, wait=False, model=DecideTask)
         task["ResultSelector"] = {"value.$": "$.Payload.decision"}
         task["ResultPath"] = "$.decision"
         task["Next"] = target
@@ -348,7 +339,8 @@ class _Compiler:
         if st.trigger is None:
             return work
         trigger_asl = self.names.helper(asl, "trigger")
-        task = _task(self.opt.trigger_arn, {**self.base_payload(name), "token.$": "$$.Task.Token"}, wait=True)
+        task = _task(self.opt.trigger_arn, {**self.base_payload(name), "token.$": "$$.Task.Token"}, wait=True,
+                     model=WaveTask)
         task["ResultPath"] = None
         task["Next"] = work
         self._trigger_deadline(task, [st], DEADLINE_PATH)
@@ -468,7 +460,8 @@ class _Compiler:
         start = member_asl
         if any(self.spec.states[m].trigger is not None for m in st.parallel):
             trig = self.names.helper(asl, "member.trigger")
-            task = _task(self.opt.trigger_arn, {**member_payload, "token.$": "$$.Task.Token"}, wait=True)
+            task = _task(self.opt.trigger_arn, {**member_payload, "token.$": "$$.Task.Token"}, wait=True,
+                         model=WaveTask)
             task["ResultPath"] = None
             task["Next"] = member_asl
             self._trigger_deadline(task, [self.spec.states[m] for m in st.parallel], MEMBER_DEADLINE_PATH)
@@ -478,8 +471,8 @@ class _Compiler:
         state: dict[str, Any] = {
             "Type": "Map",
             "MaxConcurrency": limit,
-            "ItemSelector": {"member.$": "$$.Map.Item.Value", "run_id.$": "$.run.run_id", "loops.$": "$.loops",
-                             "deadline.$": DEADLINE_PATH},
+            "ItemSelector": check_payload(MapItem, {"member.$": "$$.Map.Item.Value", "run_id.$": "$.run.run_id",
+                                                    "loops.$": "$.loops", "deadline.$": DEADLINE_PATH}),
             "ItemProcessor": {"StartAt": start, "States": processor_states},
             "ResultPath": None,
         }

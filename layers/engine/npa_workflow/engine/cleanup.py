@@ -9,17 +9,20 @@ first failed wave's recorded error — Step Functions may not carry it: moto dro
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import RUN_FAILED, WAVE_FAILED, WAVE_TIMED_OUT
 from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveStatus
+from npa_workflow.protocol import errors
+from npa_workflow.protocol.payloads import CleanupTask
 
 # AWS names a missed heartbeat States.HeartbeatTimeout; moto and LocalStack say States.Timeout for both.
-TIMEOUT_ERRORS = ("States.Timeout", "States.HeartbeatTimeout")
+TIMEOUT_ERRORS = errors.TIMEOUTS
 # A Distributed Map whose member failed fails as a whole with this (tolerated failures: 0). A member that
 # failed as a wave left its error in the ledger; one that timed out inside its child execution did not.
-MAP_THRESHOLD = "States.ExceedToleratedFailureThreshold"
+MAP_THRESHOLD = errors.STATES_EXCEED_TOLERATED_FAILURE
 
 
 def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
@@ -86,7 +89,7 @@ def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member
     """Which state ran past which deadline, and how to raise it."""
     timeout, heartbeat = deadline.get("timeoutSeconds"), deadline.get("heartbeatSeconds")
     who = f"a member of group '{owner}'" if member_of_map else f"state '{owner}'"
-    if error_name == "States.HeartbeatTimeout":
+    if error_name == errors.STATES_HEARTBEAT_TIMEOUT:
         return (f"{who} sent no heartbeat for {heartbeat or '?'} s (States.HeartbeatTimeout): the watch function "
                 "did not see its job alive — check the watch schedule and the watch function's logs")
     limit = f" of {timeout} s" if timeout else ""
@@ -94,12 +97,13 @@ def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member
             "on the state, or `--max-wait-seconds` for the run")
 
 
-def cleanup(engine: Engine, event: dict[str, Any]) -> dict[str, str]:
+def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, str]:
     """The Catch target. Returns the `{"error", "cause"}` that `run.failed` fails the execution with; the
     error is always a project name (`Wave.*`, `Decision.*`, …), never a `States.*` one."""
-    run_id, owner = event["run_id"], event["state"]
-    error = event.get("error") or {}
-    error_name = str(error.get("Error") or "States.Runtime")
+    task = CleanupTask.of(task)
+    run_id, owner = task.run_id, task.state
+    error = task.error
+    error_name = str(error.get("Error") or errors.STATES_RUNTIME)
     cause = _readable_cause(str(error.get("Cause") or ""))
     root = _root_cause(engine, run_id)
     member_timeout = error_name == MAP_THRESHOLD and root is None
@@ -113,7 +117,7 @@ def cleanup(engine: Engine, event: dict[str, Any]) -> dict[str, str]:
         cancelled = cancel_active(engine, run_id, reason)
     if timed_out:
         jobs = ", ".join(cancelled) or "none"
-        text = _deadline_text(owner, error_name, event.get("deadline") or {}, member_timeout)
+        text = _deadline_text(owner, error_name, task.deadline, member_timeout)
         state, message, name = owner, f"{text}; cancelled job(s): {jobs}", WAVE_TIMED_OUT
     elif root is not None:
         (state, message), name = root, (error_name if not error_name.startswith("States.") else WAVE_FAILED)

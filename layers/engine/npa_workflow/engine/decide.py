@@ -8,24 +8,27 @@ run otherwise; `executionMode: runtime` specs never fall back. A malformed artif
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from npa_workflow import decisions
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing
 from npa_workflow.engine.visits import decision_uri_of, visit_of
+from npa_workflow.protocol.payloads import DecideTask
 
 
-def decide(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
-    run = engine.runs.load(event["run_id"])
-    visit = visit_of(run, event["state"], event.get("loops"))
+def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, Any]:
+    task = DecideTask.of(task)
+    run = engine.runs.load(task.run_id)
+    visit = visit_of(run, task.state, task.loops)
     spec = run.loaded.spec
     st = spec.states[visit.state]
-    current = decisions.normalize(event.get("current") or "")
+    current = decisions.normalize(task.current)
     assumption = "" if spec.runtime_only else decisions.normalize(run.options.assume_decision)
     # A looped sequence reads only through its writer; a transitions child may have read already.
-    reads = event.get("purpose") == "transitions" or st.writes_decision
-    if event.get("purpose") == "loop" and current:
+    reads = task.purpose == "transitions" or st.writes_decision
+    if task.purpose == "loop" and current:
         return {"decision": current, "source": "earlier_read"}
     if not reads:
         return {"decision": assumption, "source": "assumption" if assumption else "none"}

@@ -61,13 +61,16 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from npa_workflow import decisions
-from npa_workflow.compile.asl import CLEANUP, DECIDE, LAUNCH, TRIGGER, CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
 from npa_workflow.compile.names import is_legal
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.runs import RunOptions
-from npa_workflow.engine.start import RUN_ID_PATTERN, StartedRun, run_id_for_object, start_run
+from npa_workflow.engine.start import StartedRun, run_id_for_object, start_run
 from npa_workflow.engine.wiring import WiringError
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.protocol import environment as env_names
+from npa_workflow.protocol import functions
+from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
 from npa_workflow.spec.loader import DEFAULT_LIMITS, Limits, load_yaml_bytes
 from npa_workflow.spec.paths import join, pydantic_problems
@@ -80,22 +83,17 @@ CATALOG_KEY = "catalog/tools.yaml"
 DEPLOYED_SPECS_PREFIX = "catalog/specs/"
 RUN_REQUEST_API = "npa.workflow.run/v1"
 
-STATE_MACHINES_ENV = "NPA_WORKFLOW_STATE_MACHINES"
-ALLOW_AD_HOC_ENV = "NPA_WORKFLOW_ALLOW_AD_HOC"
-AD_HOC_PREFIX_ENV = "NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"
-AD_HOC_ROLE_ENV = "NPA_WORKFLOW_AD_HOC_ROLE_ARN"
-AD_HOC_LOG_GROUP_ENV = "NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN"
-HEARTBEAT_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"
-MACHINE_ARN_PREFIX_ENV = "NPA_WORKFLOW_MACHINE_ARN_PREFIX"
-MAX_WAIT_ENV = "NPA_WORKFLOW_MAX_WAIT_SECONDS"
+STATE_MACHINES_ENV = env_names.STATE_MACHINES
+ALLOW_AD_HOC_ENV = env_names.ALLOW_AD_HOC
+AD_HOC_PREFIX_ENV = env_names.AD_HOC_MACHINE_PREFIX
+AD_HOC_ROLE_ENV = env_names.AD_HOC_ROLE_ARN
+AD_HOC_LOG_GROUP_ENV = env_names.AD_HOC_LOG_GROUP_ARN
+HEARTBEAT_ENV = env_names.HEARTBEAT_SECONDS
+MACHINE_ARN_PREFIX_ENV = env_names.MACHINE_ARN_PREFIX
+MAX_WAIT_ENV = env_names.MAX_WAIT_SECONDS
 DEPLOYED_MACHINES_KEY = "catalog/machines.json"
-# The compiler's placeholder → the variable holding the function's ARN.
-FUNCTION_ARN_ENVS = {
-    LAUNCH: "NPA_WORKFLOW_LAUNCH_FUNCTION_ARN",
-    DECIDE: "NPA_WORKFLOW_DECIDE_FUNCTION_ARN",
-    TRIGGER: "NPA_WORKFLOW_TRIGGER_FUNCTION_ARN",
-    CLEANUP: "NPA_WORKFLOW_CLEANUP_FUNCTION_ARN",
-}
+# The compiler's placeholder → the variable holding the function's ARN (protocol.functions).
+FUNCTION_ARN_ENVS = {f.placeholder: f.arn_env for f in functions.MACHINE_INVOKED}
 AD_HOC_HASH_HEX = 16
 # One object's parse is bounded in bytes, nodes, depth and time: a hostile upload cannot hold the inbox.
 INBOX_LIMITS = Limits(max_bytes=DEFAULT_LIMITS.max_bytes, max_seconds=5.0)

@@ -13,6 +13,7 @@ executor makes the job's own identity durable before it can start (local/executo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from npa_workflow.engine.runs import FrozenRun
 from npa_workflow.engine.visits import Visit, step_of, visit_of
 from npa_workflow.ledger import AttemptExists, ErrorCategory, LedgerConflict, WaveAttempt, WaveStatus
 from npa_workflow.plan.model import PlanStep
+from npa_workflow.protocol.payloads import WaveTask
 from npa_workflow.render import launch_document, launch_job_name
 
 _SUBMIT_FAILURES = {
@@ -31,10 +33,11 @@ _SUBMIT_FAILURES = {
 }
 
 
-def launch(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
-    run = engine.runs.load(event["run_id"])
-    visit = visit_of(run, event["state"], event.get("loops"), event.get("group", ""))
-    token = event["token"]
+def launch(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]:
+    task = WaveTask.of(task)
+    run = engine.runs.load(task.run_id)
+    visit = visit_of(run, task.state, task.loops, task.group)
+    token = task.token
     requested = engine.ledger.cancel_requested(visit.run_id)
     if requested:
         message = f"state '{visit.state}': not launched: the run was cancelled (requested at {requested})"
@@ -44,7 +47,7 @@ def launch(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
     if latest is not None and latest.status == WaveStatus.SUCCEEDED:
         # Resume or redrive: the wave's work is done; record the replay, complete the token.
         engine.ledger.append_timeline(visit.run_id, visit.wave_key, latest.attempt, "REPLAYED",
-                                      note=str(event.get("execution", "")))
+                                      note=task.execution)
         engine.callbacks.succeed(token, {"state": visit.state, "replayed": True})
         return {"wave_key": visit.wave_key, "attempt": latest.attempt, "replayed": True}
     if latest is not None and latest.status not in (WaveStatus.FAILED, WaveStatus.CANCELLED):

@@ -31,10 +31,9 @@ from npa_workflow.compile.asl import CompiledMachine, execution_input
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.ledger import RunRecord, RunStatus
+from npa_workflow.protocol.run_ids import check_run_id
 from npa_workflow.spec.validate import LoadedSpec
 
-# Execution names allow more, but a run id also names S3 prefixes and ledger keys: keep it plain.
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 _STEM_CHARS = re.compile(r"[^A-Za-z0-9-]+")
 STEM_MAX = 40
 HASH_HEX = 12
@@ -62,7 +61,7 @@ def run_id_for_object(bucket: str, key: str, version_or_etag: str, name: str | N
     """`<stem>-<12 hex>`: the stem is `name` (the spec's) or the key's file name, the hash is of the object version.
 
     The same object version always gives the same id; a new version or another key gives another. Valid as a
-    Step Functions execution name (at most 80 characters of `[A-Za-z0-9_-]`)."""
+    run id (`protocol.run_ids`: at most 53 characters of `[A-Za-z0-9_-]`)."""
     digest = hashlib.sha256(f"{bucket}\n{key}\n{version_or_etag}".encode()).hexdigest()[:HASH_HEX]
     base = name or key.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     stem = _STEM_CHARS.sub("-", base).strip("-")[:STEM_MAX].strip("-") or "run"
@@ -92,6 +91,7 @@ def start_run(
     """Freeze, record and start one run (see the module docstring). `record_options`: what the RUN item keeps
     as the run's options (default `options.to_json()`); `refreeze`: write the frozen files even when the run
     already exists (a resumed local run picks up the spec and vars it is resumed with)."""
+    check_run_id(run_id)  # the one rule (protocol.run_ids): every caller's run id, generated or given
     variables = {str(k): str(v) for k, v in variables.items()}
     name = execution_name or run_id
     existing = engine.ledger.get_run(run_id)

@@ -7,6 +7,7 @@ it (`engine.watermarks`). A satisfied watermark is never waited for again in the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from npa_workflow.engine.context import Engine
@@ -15,6 +16,7 @@ from npa_workflow.engine.runs import FrozenRun
 from npa_workflow.engine.visits import Visit, visit_of
 from npa_workflow.engine.watermarks import recount
 from npa_workflow.ledger import Watermark
+from npa_workflow.protocol.payloads import WaveTask
 from npa_workflow.spec.effective import effective_config
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded
 from npa_workflow.spec.tokens import TokenContext, TokenError, resolve_text
@@ -33,10 +35,11 @@ def _watch_target(run: FrozenRun, visit: Visit) -> tuple[str, int]:
     return uri, minimum
 
 
-def trigger(engine: Engine, event: dict[str, Any]) -> dict[str, Any]:
-    run = engine.runs.load(event["run_id"])
-    visit = visit_of(run, event["state"], event.get("loops"), event.get("group", ""))
-    token = event["token"]
+def trigger(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]:
+    task = WaveTask.of(task)
+    run = engine.runs.load(task.run_id)
+    visit = visit_of(run, task.state, task.loops, task.group)
+    token = task.token
     existing = engine.ledger.watermark(visit.run_id, visit.state, visit.loops_key)
     if existing is not None and existing.satisfied:
         engine.callbacks.succeed(token, {"state": visit.state, "objects": existing.objects, "replayed": True})

@@ -1,8 +1,9 @@
 """One visit of a state by the state machine: which loop iteration, which wave, which step.
 
 The state machine sends loop counters under safe keys (`l1`, `l2`); a visit turns them back
-into loop names, derives the wave key (state + counters + leaf iteration: the identity that
-makes launches idempotent and resume replay work) and resolves the step.
+into loop names (`protocol.keys.decode_loops`), derives the wave key (`protocol.keys.WaveKey`:
+state + counters, the identity that makes launches idempotent and resume replay work) and
+resolves the step.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from npa_workflow.compile.asl import loop_keys
 from npa_workflow.engine.errors import StepNotResolvable
 from npa_workflow.engine.runs import FrozenRun
 from npa_workflow.plan.model import PlanStep
 from npa_workflow.plan.steps import decision_uri, resolve_step
+from npa_workflow.protocol.keys import WaveKey, decode_loops
 from npa_workflow.spec.tokens import TokenError
 
 
@@ -27,23 +28,23 @@ class Visit:
     iteration: int | None
 
     @property
+    def key(self) -> WaveKey:
+        return WaveKey(self.state, self.loops)
+
+    @property
     def loops_key(self) -> str:
-        return ",".join(f"{name}={n}" for name, n in sorted(self.loops.items()))
+        return self.key.loops_key
 
     @property
     def wave_key(self) -> str:
-        key = self.state
-        if self.loops_key:
-            key += f"|{self.loops_key}"
-        return key
+        return self.key.format()
 
 
 def visit_of(run: FrozenRun, state: str, raw_loops: Mapping[str, int] | None, group: str = "") -> Visit:
     spec = run.loaded.spec
     if state not in spec.states:
         raise StepNotResolvable(f"state {state!r} is not in the spec of run {run.run_id}")
-    names = {key: name for name, key in loop_keys(spec).items()}
-    loops = {names[k]: int(v) for k, v in (raw_loops or {}).items() if k in names and int(v) > 0}
+    loops = decode_loops(spec, raw_loops)
     st = spec.states[state]
     iteration = loops.get(state) if st.loop is not None and not st.sequence else None
     return Visit(run.run_id, state, group, loops, iteration)

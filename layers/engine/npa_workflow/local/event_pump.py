@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from npa_workflow.protocol.errors import LAMBDA_SERVICE_EXCEPTION
+
 __all__ = ["DUPLICATE_ENV", "EventPump", "encode_event_key", "execution_status_event", "object_created_event",
            "scheduled_event"]
 
@@ -133,7 +135,7 @@ class EventPump:
                 body = response["Payload"].read()
                 result = json.loads(body) if body else None
             except Exception as exc:  # noqa: BLE001 - the service failed: an async invocation is retried too
-                error = {"errorType": "Lambda.ServiceException", "errorMessage": str(exc)}
+                error = {"errorType": LAMBDA_SERVICE_EXCEPTION, "errorMessage": str(exc)}
                 continue
             if not response.get("FunctionError"):
                 return result

@@ -15,12 +15,10 @@ then sets ``X-Amz-Function-Error``) with the body::
     {"errorType": "<name>", "errorMessage": "<str(exc)>", "stackTrace": ["  File …", …]}
 
 and Step Functions names the task's error after ``errorType``, so ``Retry``/``Catch``
-``ErrorEquals`` match as on AWS. ``errorType`` is the exception's class name, or the value of
-its ``error_type`` attribute when that is a non-empty ``str``: this is how a handler raises an
-error whose name is not a Python identifier, such as ``Wave.Failed``::
-
-    class WaveFailed(Exception):
-        error_type = "Wave.Failed"
+``ErrorEquals`` match as on AWS. ``errorType`` is the exception's class name, as AWS's Python
+runtime reports it (``npa_workflow.protocol.errors.lambda_error_type``, the one rule): no
+attribute renames it, so an error name that is not a Python identifier (``Wave.Failed``) can
+only reach a Task through ``SendTaskFailure``, never by raising.
 
 A handler that cannot be imported fails with ``Runtime.ImportModuleError`` or
 ``Runtime.HandlerNotFound``, a result that is not JSON-serialisable with
@@ -52,6 +50,8 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from npa_workflow.protocol.errors import LAMBDA_TIMED_OUT, lambda_error_type
 
 __all__ = [
     "SUPPORTED_MOTO_VERSION",
@@ -113,8 +113,9 @@ class LambdaContext:
 def error_body(exc: BaseException, error_type: str | None = None) -> dict[str, Any]:
     """The Lambda error payload for ``exc`` (``errorType``/``errorMessage``/``stackTrace``)."""
     if error_type is None:
-        custom = getattr(exc, "error_type", None)
-        error_type = custom if isinstance(custom, str) and custom else type(exc).__name__
+        # The runtime's own failures (import, handler lookup) carry AWS's names; a handler's exception is named
+        # as AWS's Python runtime names it.
+        error_type = exc.error_type if isinstance(exc, _RuntimeError) else lambda_error_type(exc)
     return {
         "errorType": error_type,
         "errorMessage": str(exc),
@@ -265,9 +266,9 @@ def _invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
     except _TimedOut:
         # AWS stops the sandbox and the invocation fails with this body; a thread cannot be stopped, so the late
         # handler runs on here, but its result is dropped as AWS drops it.
-        body = {"errorType": "Sandbox.Timedout",
+        body = {"errorType": LAMBDA_TIMED_OUT,
                 "errorMessage": f"{context.aws_request_id} Error: Task timed out after {timeout:.2f} seconds"}
-        LOG.warning("Lambda %s ran past its timeout of %ss (Sandbox.Timedout)", self.function_name, timeout)
+        LOG.warning("Lambda %s ran past its timeout of %ss (%s)", self.function_name, timeout, LAMBDA_TIMED_OUT)
         return json.dumps(body), True, ""
     except Exception as exc:
         body = error_body(exc)

@@ -48,7 +48,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from npa_workflow import decisions
-from npa_workflow.compile.asl import CLEANUP, DECIDE, LAUNCH, TRIGGER, CompileOptions, compile_spec
+from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.engine import wiring
 from npa_workflow.engine.runs import RunOptions
@@ -58,6 +58,8 @@ from npa_workflow.ledger.items import run_pk
 from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
 from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
+from npa_workflow.protocol import errors, run_ids
+from npa_workflow.protocol import functions as function_table
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -70,11 +72,10 @@ ENGINE_BUCKET = "npa-workflow-local"
 LEDGER_TABLE = "npa-workflow-ledger"
 REGION = "us-east-1"
 ROLE_NAME = "npa-workflow-local"
-FUNCTIONS = {"launch": LAUNCH, "decide": DECIDE, "trigger": TRIGGER, "cleanup": CLEANUP}
-HANDLER_MODULES = ("launch", "decide", "trigger", "watch", "cleanup", "reap")
+# The handlers that run in this process (the function table's, but the inbox: `run` starts the run itself).
+HANDLER_MODULES = tuple(f.name for f in function_table.FUNCTIONS if f.name != "inbox")
 AWS_STATE_DIR = RUN_STATE_DIR
 WATCH_FAILURES_TOLERATED = 40  # consecutive failed watch passes (about 10 s) before the run is stopped
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,75}$")
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
 _active = threading.Lock()
 
@@ -144,11 +145,9 @@ def default_run_id(workflow: str) -> str:
 
 
 def check_run_id(run_id: str) -> str:
-    if not RUN_ID_PATTERN.match(run_id):
-        raise LocalRunError(
-            f"run id {run_id!r} cannot name a Step Functions execution: use 1-76 characters from "
-            "letters, digits, '-', '_' and '.', starting with a letter or digit"
-        )
+    problem = run_ids.run_id_problem(run_id)  # the one rule `submit`, the inbox and resume use too
+    if problem is not None:
+        raise LocalRunError(problem)
     return run_id
 
 
@@ -347,7 +346,7 @@ class LocalRuntime:
         run_dir = self.home / "runs" / self.run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         executions = list(meta.get("executions", []))
-        self.execution_name = self.run_id if not executions else f"{self.run_id}-r{len(executions) + 1}"
+        self.execution_name = run_ids.execution_name(self.run_id, len(executions) + 1)
         if not self.options.resume:  # a run killed before it wrote meta.json left nothing to resume
             shutil.rmtree(run_dir / AWS_STATE_DIR, ignore_errors=True)
         try:
@@ -566,12 +565,12 @@ class LocalRuntime:
         tokens = [w.task_token for w in engine.ledger.active_waves() if w.run_id == self.run_id and w.task_token]
         tokens += [m.task_token for m in engine.ledger.active_watches() if m.run_id == self.run_id and m.task_token]
         with contextlib.suppress(Exception):
-            sfn.stop_execution(executionArn=self.execution_arn, error="Run.Interrupted", cause=reason)
+            sfn.stop_execution(executionArn=self.execution_arn, error=errors.RUN_INTERRUPTED, cause=reason)
         self._reap(engine, reason, "ABORTED")
         # moto's interpreter notices a stop only when the waiting Task ends: end those Tasks now.
         for token in tokens:
             with contextlib.suppress(Exception):
-                engine.callbacks.fail(token, "Run.Interrupted", reason)
+                engine.callbacks.fail(token, errors.RUN_INTERRUPTED, reason)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
@@ -653,10 +652,10 @@ def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
                                                wiring.LOCAL_STATE_DIR_ENV)}
     arns = {}
-    for name in FUNCTIONS:
-        arns[name] = clients["lambda"].create_function(
-            FunctionName=f"npa-workflow-{name}", Runtime="python3.11", Role=role_arn,
-            Handler=f"functions.{name}.handler.handler", Code={"ZipFile": code}, Timeout=900, MemorySize=256,
+    for fn in function_table.MACHINE_INVOKED:
+        arns[fn.name] = clients["lambda"].create_function(
+            FunctionName=f"npa-workflow-{fn.name}", Runtime="python3.11", Role=role_arn,
+            Handler=fn.handler, Code={"ZipFile": code}, Timeout=fn.timeout_seconds, MemorySize=fn.memory_mb,
             Environment={"Variables": function_env},
         )["FunctionArn"]
     return role_arn, arns
@@ -664,10 +663,7 @@ def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 
 def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:
     """A compiled definition with the functions' ARNs in place of the compiler's placeholders."""
-    text = json.dumps(definition)
-    for name, placeholder in FUNCTIONS.items():
-        text = text.replace(placeholder, function_arns[name])
-    return text
+    return function_table.substitute(definition, function_arns)
 
 
 def ledger_items(ledger: DynamoLedger, run_id: str) -> list[dict[str, Any]]:

@@ -72,9 +72,9 @@ from npa_workflow.local.runtime import (
     local_home,
     machine_definition,
 )
-from npa_workflow.spec.catalog import CATALOG_API_VERSION
+from npa_workflow.protocol import errors
+from npa_workflow.protocol.stack import deployable_spec_files
 from npa_workflow.spec.load import load_spec
-from npa_workflow.spec.loader import load_yaml_file
 from npa_workflow.spec.validate import LoadedSpec
 
 LOG = logging.getLogger(__name__)
@@ -94,19 +94,8 @@ class ServeOptions:
 
 
 def deployable_specs(catalog: Path) -> list[Path]:
-    """Every spec file in the catalog's folder (the catalog itself and other catalogs excluded)."""
-    specs = []
-    for path in sorted(catalog.parent.glob("*.yaml")):
-        if path.resolve() == catalog.resolve():
-            continue
-        try:
-            raw = load_yaml_file(path)
-        except Exception:  # noqa: BLE001 - reported when loaded as a spec
-            raw = None
-        if isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION:
-            continue
-        specs.append(path)
-    return specs
+    """The spec files in the catalog's folder, by the rule the CDK app deploys with (protocol.stack)."""
+    return [p for p in deployable_spec_files(catalog.parent) if p.resolve() != catalog.resolve()]
 
 
 def _spec_buckets(config: Any) -> list[str]:
@@ -331,7 +320,7 @@ class Serve:
         # settle, then record what the execution really ended as (AWS runs no Catch after StopExecution).
         for token in tokens:
             with contextlib.suppress(Exception):
-                engine.callbacks.fail(token, "Run.Interrupted", reason)
+                engine.callbacks.fail(token, errors.RUN_INTERRUPTED, reason)
         deadline = time.monotonic() + REAP_SETTLE_SECONDS
         while tokens and time.monotonic() < deadline:
             run = engine.ledger.get_run(run_id)
@@ -372,7 +361,8 @@ class Serve:
                 if run.status == RunStatus.RUNNING:
                     with contextlib.suppress(Exception):
                         if run.execution_arn:
-                            sfn.stop_execution(executionArn=run.execution_arn, error="Run.Interrupted", cause=reason)
+                            sfn.stop_execution(executionArn=run.execution_arn, error=errors.RUN_INTERRUPTED,
+                                               cause=reason)
                     with contextlib.suppress(Exception):
                         reap(engine, run.run_id, reason)
 

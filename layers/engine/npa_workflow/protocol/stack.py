@@ -1,0 +1,44 @@
+"""What a deployed stack and its clients agree on: the CloudFormation outputs the CDK app emits and
+`stack_client` reads, and which files of a spec folder a stack deploys (the CDK app and `serve` both use it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# -- CloudFormation outputs of the stack (infra/stack.py emits each; stack_client.py reads them by these names)
+BUCKET_NAME = "BucketName"
+INBOX_URI = "InboxUri"
+LEDGER_TABLE_NAME = "LedgerTableName"
+SKYPILOT_TOKEN_SECRET_ARN = "SkyPilotTokenSecretArn"
+DEAD_LETTER_QUEUE_URL = "DeadLetterQueueUrl"
+FAILED_INVOCATIONS_QUEUE_URL = "FailedInvocationsQueueUrl"
+OUTPUTS = (BUCKET_NAME, INBOX_URI, LEDGER_TABLE_NAME, SKYPILOT_TOKEN_SECRET_ARN, DEAD_LETTER_QUEUE_URL,
+           FAILED_INVOCATIONS_QUEUE_URL)
+REQUIRED_BY_CLIENTS = (BUCKET_NAME, LEDGER_TABLE_NAME)  # what following a run needs
+
+# -- deployable specs
+SPEC_SUFFIXES = (".yaml", ".yml")
+SPEC_API_PREFIX = "npa.workflow/"  # a workflow spec's apiVersion; the tool catalog's is npa.workflow.tools/…
+
+
+def is_spec_document(doc: object) -> bool:
+    """A workflow spec (not a tool catalog, not a run request)."""
+    api = str(doc.get("apiVersion", "")) if isinstance(doc, dict) else ""
+    return api.startswith(SPEC_API_PREFIX)
+
+
+def deployable_spec_files(folder: Path) -> list[Path]:
+    """The workflow specs a stack deploys from `folder`: every `*.yaml` / `*.yml` file whose document is a
+    workflow spec, sorted by name. A file that does not parse is kept, so deploying it reports why."""
+    from npa_workflow.spec.loader import load_yaml_file  # YAML only when a folder is read (not at import)
+
+    found = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in SPEC_SUFFIXES):
+        try:
+            doc = load_yaml_file(path)
+        except Exception:  # noqa: BLE001 - the spec's own load reports the problem with its location
+            found.append(path)
+            continue
+        if is_spec_document(doc):
+            found.append(path)
+    return found
