@@ -19,9 +19,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from npa_workflow.protocol.errors import STATES_EXCEED_TOLERATED_FAILURE
+
 __all__ = ["EXCEED_TOLERATED_FAILURE", "moto_fixes"]
 
-EXCEED_TOLERATED_FAILURE = "States.ExceedToleratedFailureThreshold"
+EXCEED_TOLERATED_FAILURE = STATES_EXCEED_TOLERATED_FAILURE
 # AWS's cause for a Map run that failed this way
 EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was exceeded"
 
