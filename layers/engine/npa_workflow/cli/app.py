@@ -195,7 +195,7 @@ def render(
         print_problems(exc.problems)
         raise typer.Exit(1) from None
     except RenderError as exc:
-        print_problems([Problem("states", str(exc), file=str(spec))])
+        print_problems([Problem("states", str(exc), "change the state named in the message", file=str(spec))])
         raise typer.Exit(1) from None
     if out is None:
         for name, text in documents:

@@ -157,7 +157,8 @@ def _document(spec: str, variables: dict[str, str], run_id: str | None,
     if path.is_file():
         doc = load_yaml_file(path)
         if not isinstance(doc, dict):
-            raise SpecError([Problem("$", "a spec must be a mapping", file=str(path))])
+            raise SpecError([Problem("$", "a spec must be a mapping",
+                                   "start it with apiVersion:, kind:, metadata: and states:", file=str(path))])
         if not variables and not run_id and not allow_unknown_keys:
             return doc
         spec_ref: Any = doc

@@ -81,7 +81,7 @@ def _with_suggestions(problems: list[Problem]) -> list[Problem]:
     out = []
     for p in problems:
         key = p.path.rsplit(".", 1)[-1]
-        if p.message == f"unknown field '{key}'" and not p.hint:
+        if p.message == f"unknown field '{key}'":  # the generic fix gives way to the closest field
             p = Problem(p.path, p.message, did_you_mean(key, fields) or "fields: " + ", ".join(
                 Tool.model_fields), p.severity, p.file)
         out.append(p)
@@ -100,7 +100,8 @@ def parse_catalog(raw: Any, file: str = "") -> Catalog:
     tools_raw = raw.get("tools", {})
     tools: dict[str, Tool] = {}
     if not isinstance(tools_raw, dict):
-        problems.append(Problem("tools", "must be a mapping of tool name to entry", file=file))
+        problems.append(Problem("tools", "must be a mapping of tool name to entry",
+                                "write tools: then one indented entry per tool name", file=file))
     else:
         for name, body in tools_raw.items():
             try:

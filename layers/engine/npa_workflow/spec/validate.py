@@ -230,7 +230,7 @@ def _mapping(raw: dict[str, Any], key: str, c: _Collector) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        c.error(key, f"{key} must be a mapping, got {yaml_type(value)}")
+        c.error(key, f"{key} must be a mapping, got {yaml_type(value)}", f"write {key} as indented key: value lines")
         return {}
     return value
 
@@ -298,13 +298,15 @@ def _parse_states(raw: dict[str, Any], c: _Collector) -> tuple[list[str], dict[s
         c.error("states", "expected object, got list", "write states as a mapping: 'states: {name: {...}}'")
         return [], {}
     if not isinstance(body, dict) or not body:
-        c.error("states", "states must be a non-empty mapping of state name to state")
+        c.error("states", "states must be a non-empty mapping of state name to state",
+                "add at least one state under states:, e.g. hello: {run: {shell: 'echo hi'}, terminal: true}")
         return [], {}
     states: dict[str, State] = {}
     for name, state_raw in body.items():
         path = join("states", name)
         if not isinstance(state_raw, dict):
-            c.error(path, f"state '{name}' must be a mapping, got {yaml_type(state_raw)}")
+            c.error(path, f"state '{name}' must be a mapping, got {yaml_type(state_raw)}",
+                    "give the state its keys (run, next, terminal, ...) as an indented mapping")
             continue
         for key in state_raw:
             if key not in STATE_KEYS:
@@ -359,12 +361,14 @@ def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
             members = []
         for i, member in enumerate(members):
             if not isinstance(member, str):
-                c.error(join(path, "parallel", i), f"parallel members must be state names, got {member!r}")
+                c.error(join(path, "parallel", i), f"parallel members must be state names, got {member!r}",
+                        "list the names of states defined under states:")
         fields["parallel"] = [m for m in members if isinstance(m, str)]
     if "params" in fields:
         params = fields["params"]
         if not isinstance(params, dict):
-            c.error(join(path, "params"), f"params must be a mapping, got {yaml_type(params)}")
+            c.error(join(path, "params"), f"params must be a mapping, got {yaml_type(params)}",
+                    "write params as name: value lines")
             params = {}
         for key, value in params.items():
             if value is None or not isinstance(value, str | int | float | bool):
@@ -388,7 +392,8 @@ def _precheck_state(fields: dict[str, Any], path: str, c: _Collector) -> None:
             continue
         items = fields[key]
         if not isinstance(items, list):
-            c.error(join(path, key), f"{key} must be a list of {{uri, schema}}, got {yaml_type(items)}")
+            c.error(join(path, key), f"{key} must be a list of {{uri, schema}}, got {yaml_type(items)}",
+                    f"write {key}: [{{uri: s3://bucket/key}}]")
             items = []
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not str(item.get("uri") or "").strip():
@@ -493,7 +498,7 @@ def _check_group(
             continue
         seen.add(m)
         if m == name:
-            c.error(mp, "a parallel group cannot contain itself")
+            c.error(mp, "a parallel group cannot contain itself", "remove the group's own name from its parallel list")
             continue
         if m not in names:
             c.error(mp, f"unknown parallel member '{m}'", _name_hint(m, names))
@@ -574,7 +579,8 @@ def _check_executable(
         c.error(join(p, "resources"), f"unknown resource profile '{st.resources}'",
                 _did_you_mean(st.resources, profiles) or "define it under top-level 'resources'")
     if st.multi_node_mode not in ("forbidden", "sharded"):
-        c.error(join(p, "multiNodeMode"), f"multiNodeMode must be 'forbidden' or 'sharded', got {st.multi_node_mode!r}")
+        c.error(join(p, "multiNodeMode"), f"multiNodeMode must be 'forbidden' or 'sharded', got {st.multi_node_mode!r}",
+                "use multiNodeMode: forbidden or multiNodeMode: sharded")
     profile = profiles[st.resources] if st.resources in profiles else profiles.get("default", {})
     try:
         nodes = _num_nodes(profile.get("num_nodes", 1), run_ctx)
@@ -686,7 +692,8 @@ def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext,
     elif _check_text(uri, join(tp, "uri"), ctx, c, {"state": "trigger.uri"}):
         resolved = resolve_text(uri, ctx)
         if not resolved.startswith("s3://") or len(resolved) <= len("s3://"):
-            c.error(join(tp, "uri"), f"trigger.uri must be an s3:// prefix, got {resolved!r}")
+            c.error(join(tp, "uri"), f"trigger.uri must be an s3:// prefix, got {resolved!r}",
+                    "use an s3://bucket/prefix/ URI (ending in /)")
 
 
 # --- resource profiles ----------------------------------------------------------------------
