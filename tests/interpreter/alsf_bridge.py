@@ -175,7 +175,15 @@ def _buckets(loaded: Any, run_id: str, engine_bucket: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n]
 
 
-def run_case(case: dict[str, Any]) -> dict[str, Any]:
+def start_harness(home: Path) -> subprocess.Popen[str]:
+    """The interpreter process; started first, so that Node loads the package while this process sets up."""
+    home.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(["node", str(HERE / "harness.mjs")], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=open(home / "harness.stderr", "w"),  # noqa: SIM115
+                            text=True, bufsize=1)
+
+
+def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any]:
     from npa_workflow.compile.asl import CompileOptions, compile_spec
     from npa_workflow.engine import wiring
     from npa_workflow.engine.runs import RunOptions
@@ -221,9 +229,6 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         for obj in case.get("objects", []):
             engine.store.put(obj["uri"], obj["body"].encode())
 
-        proc = subprocess.Popen(["node", str(HERE / "harness.mjs")], cwd=REPO, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=open(home / "harness.stderr", "w"),  # noqa: SIM115
-                                text=True, bufsize=1)
         stack.callback(_stop, proc)
         channel = Channel(proc)
         engine.callbacks = HarnessCallbacks(channel)  # every handler's engine: the cached one, with this port
@@ -250,7 +255,11 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         def read() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
-                msg = json.loads(line)
+                try:
+                    msg = json.loads(line)
+                except ValueError:  # something else printed on the protocol's stdout: say what, stop
+                    ended.update(status="HARNESS_ERROR", error="", cause=f"not a protocol line: {line[:300]!r}")
+                    break
                 if msg["type"] == "invoke":
                     pool.submit(answer, msg)
                 elif msg["type"] == "callback_ack":
@@ -260,6 +269,11 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
                     done.set()
             channel.close()
             done.set()
+
+        # What the handlers import on their first invocation, here while Node still loads the interpreter.
+        import npa_workflow.engine.decide
+        import npa_workflow.engine.launch
+        import npa_workflow.engine.trigger  # noqa: F401
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -320,7 +334,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 def main(argv: list[str]) -> int:
     case_path, result_path = Path(argv[1]), Path(argv[2])
-    result = run_case(json.loads(case_path.read_text(encoding="utf-8")))
+    case = json.loads(case_path.read_text(encoding="utf-8"))
+    result = run_case(case, start_harness(Path(case["home"])))
     result_path.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
     return 0
 
