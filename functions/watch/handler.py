@@ -22,7 +22,8 @@ metrics = Metrics(namespace="npa-workflow", service="watch")
 @metrics.log_metrics
 @logger.inject_lambda_context(correlation_id_path="id")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = watch_pass(engine_from_environment())
+    # The pass stops taking new work before the function's own timeout (what is left goes to the next tick).
+    report = watch_pass(engine_from_environment(), budget_seconds=context.get_remaining_time_in_millis() / 1000)
     result = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(report)
     metrics.add_metric(name="ActiveWaves", unit=MetricUnit.Count, value=result.get("active", 0))
     logger.info("watch pass", extra=result)

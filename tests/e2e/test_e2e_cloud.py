@@ -59,3 +59,27 @@ def test_a_timeout_fails_the_execution_with_wave_timed_out_naming_the_deadline(t
     assert seen.description["error"] == "Wave.TimedOut"
     assert "state 'nap' timed out: it ran past its deadline of 3 s" in seen.description["cause"]
     assert "timeoutSeconds" in seen.description["cause"]
+
+
+HISTORY_CASES = {
+    "leaf": "states:\n  a: {run: {shell: 'true'}, terminal: true}\n",
+    "group": "states:\n  g: {parallel: [m1, m2], next: b}\n  m1: {run: {shell: 'true'}}\n  m2: {run: {shell: 'true'}}\n"
+             "  b: {run: {shell: 'true'}, terminal: true}\n",
+    "loops": "states:\n  s: {sequence: [a, b], loop: {max: 2}, next: c}\n  a: {run: {shell: 'true'}}\n"
+             "  b: {run: {shell: 'true'}}\n  c: {run: {shell: 'true'}, loop: {max: 3}, terminal: true}\n",
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(HISTORY_CASES))
+def test_the_history_estimate_counts_what_step_functions_writes(tmp_path: Path, case: str) -> None:
+    """compile/history.py's per-construct counts, against the history of the same machine on the interpreter."""
+    from npa_workflow.compile.asl import CompileOptions
+    from npa_workflow.compile.history import FAILURE_TAIL, estimate_history_events
+    from npa_workflow.spec.load import load_spec
+
+    spec = write_spec(workspace(tmp_path), case, HISTORY_CASES[case])
+    report, seen = run_with(spec, tmp_path / "home", max_infrastructure_recoveries=0)
+    assert report["status"] == "SUCCEEDED", report["error"]
+    estimate = estimate_history_events(load_spec(spec), CompileOptions(retries=0, max_infrastructure_recoveries=0))
+    assert estimate.events - FAILURE_TAIL == len(seen.history)  # the success path, event for event

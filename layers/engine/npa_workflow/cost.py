@@ -29,6 +29,7 @@ from typing import Any
 
 from npa_workflow import decisions
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.history import estimate_history_events
 from npa_workflow.compute_cost import ComputeCost, ComputePrices, StepMinutes, compute_cost, watch_ticks
 from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import build_waves
@@ -129,6 +130,7 @@ class CostEstimate:
     notes: list[str] = field(default_factory=list)
     step_minutes: dict[str, float] = field(default_factory=dict)
     compute_prices: ComputePrices = field(default_factory=ComputePrices)
+    history_events: int = 0  # worst-case history events of one execution (limit 25,000)
 
     def by_assumption(self, name: str) -> AssumptionCost:
         return next(a for a in self.assumptions if a.assumption == name)
@@ -143,6 +145,7 @@ class CostEstimate:
             "compute_prices": self.compute_prices.to_json(),
             "assumptions": [a.to_json() for a in self.assumptions],
             "notes": list(self.notes),
+            "history_events": self.history_events,
         }
 
 
@@ -353,11 +356,15 @@ def estimate_cost(
                      "and STATE=N per state)")
     notes.append("success path only: no retries, no cleanup; free tiers not applied; S3 events in the stack "
                  "bucket that also invoke the trigger function are not counted")
+    history = estimate_history_events(loaded, options)  # compile/history.py: the compiler rejects above the limit
+    notes.append(f"history: at most {history.events:,} events per execution (every loop to its max, every retry "
+                 f"spent), of Step Functions' {history.limit:,}")
     for r in results:
         if not r.consistent:
             notes.append(f"{r.assumption}: the machine launches {r.lambda_invocations['launch']} jobs, the plan "
                          f"has {r.jobs}; the transition count follows the machine")
     return CostEstimate(
+        history_events=history.events,
         workflow=loaded.spec.name,
         assume_minutes=assume_minutes,
         watch_interval_minutes=watch_interval_minutes,

@@ -29,6 +29,7 @@ from npa_workflow.compile.deadlines import (
     UNBOUNDED_SECONDS,
     input_deadline,
 )
+from npa_workflow.compile.history import HISTORY_LIMIT, estimate_history_events, fix_hint
 from npa_workflow.compile.names import NameAllocator
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.waves import concurrency_limit
@@ -88,6 +89,7 @@ class CompileOptions:
     heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS  # the watch pass heartbeats running waves well inside this
     deadline_from_input: bool = True  # wave Tasks read TimeoutSecondsPath from the execution input
     watch_interval_seconds: int = 0  # how often the watch pass polls triggers (the cloud: the watch schedule)
+    history_limit: int = HISTORY_LIMIT  # reject a spec whose worst-case history exceeds it (0 = no check)
     retries: int = 0
     retry_interval_seconds: int = 30
     retry_backoff: float = 2.0
@@ -514,7 +516,9 @@ class _Compiler:
 def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> CompiledMachine:
     """Compile a validated spec. Config-dependent numbers (loop budgets, concurrency) are fixed here."""
     run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, "compile", loaded.spec.run)
-    compiler = _Compiler(loaded, options or CompileOptions(), run_ctx)
+    options = options or CompileOptions()
+    _check_history(loaded, options, run_ctx)
+    compiler = _Compiler(loaded, options, run_ctx)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10 * len(loaded.spec.states) + 1000))
     try:
@@ -530,6 +534,22 @@ def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> C
         max_wait_seconds=compiler.opt.max_wait_seconds,
         heartbeat_seconds=compiler.opt.heartbeat_seconds,
     )
+
+
+def _check_history(loaded: LoadedSpec, options: CompileOptions, run_ctx: RunContext) -> None:
+    """Step Functions fails a Standard execution at 25,000 history events, and it cannot be redriven then."""
+    if options.history_limit <= 0:
+        return
+    estimate = estimate_history_events(loaded, options)
+    if estimate.events <= options.history_limit:
+        return
+    loop = estimate.heaviest_loop()
+    raise SpecError.single(
+        f"states.{loop}.loop.max" if loop else "states",
+        f"one execution of this spec may write {estimate.events:,} history events (worst case: every loop to its "
+        f"max, every retry spent), over Step Functions' limit of {options.history_limit:,}: the execution would "
+        "fail there and could not be redriven",
+        fix_hint(estimate, loaded.spec, run_ctx), file=getattr(loaded, "file", "") or "")
 
 
 def execution_input(machine: CompiledMachine, loaded: LoadedSpec, *, run_id: str, bucket: str,

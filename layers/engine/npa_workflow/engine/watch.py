@@ -44,9 +44,9 @@ _FAILURES = {
 }
 WORKERS = 32  # I/O-bound calls (DynamoDB, Step Functions, S3): threads, not cores
 BUDGET_MARGIN_SECONDS = 5.0  # left to the handler after the pass (logging, metrics, the return)
-# Seconds between heartbeats of one token; 0 = every pass. The deployed machines' HeartbeatSeconds is 300
-# and the watch runs every 60 s, so 120 s keeps a beat at most 180 s apart, inside the 300 s.
+# Seconds between heartbeats of one token (0 = every pass): see `_heartbeat_every`.
 HEARTBEAT_EVERY_ENV = "NPA_WORKFLOW_HEARTBEAT_EVERY_SECONDS"
+HEARTBEAT_SECONDS_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"  # the compiled HeartbeatSeconds (infra sets it)
 
 
 @dataclass
@@ -200,14 +200,26 @@ class _Pass:
         return wave
 
 
+def _number(name: str) -> float | None:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        return None
+
+
 def _heartbeat_every(explicit: float | None) -> float:
+    """Explicit, else NPA_WORKFLOW_HEARTBEAT_EVERY_SECONDS, else 40 % of the machines' HeartbeatSeconds
+    (NPA_WORKFLOW_HEARTBEAT_SECONDS, what the stack compiled with): with the watch ticking at most every
+    H/3 (the stack keeps H ≥ three ticks), two beats are then at most 0.4 H + H/3 < H apart. Neither set:
+    every pass (the local runtime, whose heartbeats may be a second)."""
     if explicit is not None:
         return explicit
-    raw = os.environ.get(HEARTBEAT_EVERY_ENV, "").strip()
-    try:
-        return float(raw) if raw else 0.0
-    except ValueError:
-        return 0.0
+    every = _number(HEARTBEAT_EVERY_ENV)
+    if every is not None:
+        return every
+    heartbeat = _number(HEARTBEAT_SECONDS_ENV)
+    return 0.4 * heartbeat if heartbeat else 0.0
 
 
 def watch_pass(engine: Engine, *, budget_seconds: float | None = None, heartbeat_every_seconds: float | None = None,

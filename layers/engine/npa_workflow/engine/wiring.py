@@ -36,6 +36,7 @@ HOME_ENV = "NPA_WORKFLOW_HOME"
 RETENTION_DAYS_ENV = "NPA_WORKFLOW_RETENTION_DAYS"
 STEP_SECRETS_ARN_ENV = "NPA_WORKFLOW_SECRETS_ARN"
 EXECUTORS = ("local", "skypilot")
+CLIENT_POOL = 40  # ≥ engine.watch.WORKERS
 DEFAULT_REGION = "us-east-1"
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -122,11 +123,16 @@ def _build(env: Mapping[str, str]) -> Engine:
         region = DEFAULT_REGION
     # Clients are created here, once, from one session: creating clients is not thread-safe, using them is.
     session = boto3.session.Session(region_name=region)
-    store = S3Store(session.client("s3", endpoint_url=endpoint))
+    # The watch pass tends waves on a thread pool (engine.watch.WORKERS): one connection per thread, not
+    # botocore's default pool of 10 (more threads than connections only queue and churn connections).
+    from botocore.config import Config
+
+    pooled = Config(max_pool_connections=CLIENT_POOL)
+    store = S3Store(session.client("s3", endpoint_url=endpoint, config=pooled))
     retention = env.get(RETENTION_DAYS_ENV, "").strip()
-    ledger = DynamoLedger(table, session.client("dynamodb", endpoint_url=endpoint),
+    ledger = DynamoLedger(table, session.client("dynamodb", endpoint_url=endpoint, config=pooled),
                           retention_days=int(retention) if retention.isdigit() else None)
-    callbacks = SfnCallbacks(session.client("stepfunctions", endpoint_url=endpoint))
+    callbacks = SfnCallbacks(session.client("stepfunctions", endpoint_url=endpoint, config=pooled))
     if kind == "skypilot":
         executor: JobExecutor = LazyExecutor(lambda: _skypilot_executor(env, session))
         job_env: dict[str, str] = {}
