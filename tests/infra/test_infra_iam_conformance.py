@@ -123,7 +123,9 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
                 put = clients["s3"].put_object(Bucket=BUCKET, Key="inbox/request.yaml", Body=json.dumps(request))
             with RECORDER.acting_as("inbox"):
                 started = inbox_handler(_object_created("inbox/request.yaml", put["VersionId"]), _context("inbox"))
-            assert started["status"] == "started", started
+            # The deployed machine, found through catalog/machines.json and the ARN prefix in the environment.
+            assert started["status"] == "started" and started["machine"] == "deployed", started
+            assert started["machine_arn"] == machine_arn
             status, deadline = "RUNNING", time.monotonic() + 120
             while status == "RUNNING" and time.monotonic() < deadline:
                 with RECORDER.acting_as("watch"):
