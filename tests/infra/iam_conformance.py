@@ -74,6 +74,7 @@ class Recorder:
         original = botocore.session.Session.create_client
         original_submit = ThreadPoolExecutor.submit
         recorder = self
+        self.calls = []  # one recording per activation
 
         def submit(pool: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
             caller = getattr(recorder._local, "caller", "")

@@ -172,3 +172,47 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
                      ("watch", "states:SendTaskFailure"), ("watch", "s3:HeadObject"), (MACHINE, "lambda:Invoke"),
                      ("cleanup", "dynamodb:Query"), ("reap", "dynamodb:Query"), ("trigger", "dynamodb:Query")]:
         assert expected in made, (expected, sorted(made))
+
+
+def test_each_function_given_the_token_secret_may_read_it(default_synth: Synth,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SkyPilot executor reads its token at construction (`SkyPilotApi.from_environment`) from the secret the
+    stack names in the function's environment: every function the stack gives that variable must be allowed to
+    read it, and the SkyPilot-free functions are given neither."""
+    from moto import mock_aws
+
+    from npa_workflow.adapters.skypilot_api import ENV_TOKEN_SECRET_ARN, SkyPilotApi
+
+    synth = default_synth
+    stack = synth.stack
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    readers = []
+    with mock_aws(), RECORDER.active():
+        import boto3
+
+        with RECORDER.acting_as("test"):
+            secret_arn = boto3.client("secretsmanager").create_secret(
+                Name="skypilot-token", SecretString=json.dumps({"token": "sky-abc"}))["ARN"]
+        resolver = Resolver(synth.template, {synth.logical_id(stack.secret): secret_arn})
+        for name, fn in stack.engine.functions.items():
+            variables = synth.template["Resources"][synth.logical_id(fn)]["Properties"]["Environment"]["Variables"]
+            env = {k: str(resolver.value(v)) for k, v in variables.items()}
+            if ENV_TOKEN_SECRET_ARN not in env:
+                continue
+            readers.append(name)
+            with RECORDER.acting_as(name):
+                SkyPilotApi.from_environment(env)
+        calls = [c for c in RECORDER.calls if c.service == "secretsmanager"]
+    assert sorted(readers) == ["cleanup", "launch", "reap", "watch"]
+    assert sorted(c.caller for c in calls) == sorted(readers)
+    for call in calls:
+        [(action, resource)] = authorizations(call, lambda _t: "", lambda secret: secret)
+        role = synth.logical_id(stack.engine.roles[call.caller])
+        assert allowed(resolver.role_policies(role), action, resource), (call.caller, action, resource)
+        others = [n for n in stack.engine.roles if n not in readers]
+        for other in others:
+            denied = resolver.role_policies(synth.logical_id(stack.engine.roles[other]))
+            assert not allowed(denied, action, resource), other
