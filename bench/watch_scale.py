@@ -131,6 +131,7 @@ def one_size(n: int, revision: str | None) -> list[tuple[str, float, Counter[str
             wall = time.perf_counter() - started
             assert report.active == n, (report.active, n)
             calls["scheduler.observe"] = executor.calls
+            calls["deferred (next tick)"] = getattr(report, "deferred", 0)
             rows.append((tick, wall, Counter(calls)))
             if clock is not None:  # the next tick starts a minute of schedule after this one's beats
                 now = time.monotonic()
@@ -150,16 +151,18 @@ def main() -> None:
     os.environ.pop("AWS_ENDPOINT_URL", None)
     versions = [("before " + args.before, args.before)] if args.before else []
     versions.append(("now", None))
-    print(f"{'version':<22}{'waves':>7} {'tick':<5}{'wall s':>9}{'calls/wave':>11}  {'by API':<52}{'AWS proj. s':>11}")
+    print(f"{'version':<22}{'waves':>7} {'tick':<5}{'wall s':>9}{'calls/wave':>11}  {'by API':<52}{'AWS proj. s':>11}"
+          f"{'deferred':>9}")
     for size in (int(s) for s in args.sizes.split(",")):
         for label, revision in versions:
             for tick, wall, calls in one_size(size, revision):
+                deferred = calls.pop("deferred (next tick)")
                 total = sum(calls.values())
                 workers = 1 if revision else min(32, size)
                 projected = total * AWS_CALL_SECONDS / workers
                 top = ", ".join(f"{k} {v}" for k, v in calls.most_common(4))
-                print(f"{label:<22}{size:>7} {tick:<5}{wall:>9.2f}{total / size:>11.2f}  {top:<52}{projected:>11.1f}",
-                      flush=True)
+                print(f"{label:<22}{size:>7} {tick:<5}{wall:>9.2f}{total / size:>11.2f}  {top:<52}{projected:>11.1f}"
+                      f"{deferred:>9}", flush=True)
     print(f"(AWS projection: calls x {AWS_CALL_SECONDS * 1000:.0f} ms / threads; the watch function's timeout is "
           f"{WATCH_TIMEOUT_SECONDS:.0f} s)")
 

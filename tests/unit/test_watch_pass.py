@@ -153,3 +153,48 @@ def test_examples_write_under_the_deployments_own_bucket(engine, path: Path):
     assert run.run_ctx.config["bucket"] == engine.runs.bucket == "engine"
     uris = [v for v in run.run_ctx.config.values() if isinstance(v, str) and v.startswith("s3://")]
     assert uris and all(u.startswith("s3://engine/") for u in uris)
+
+
+def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, str]:
+    """A running job whose Task token is gone (moto's interpreter answers InvalidToken, as AWS does for an ended
+    execution) and a real execution of the run on moto, stopped or not."""
+    from moto.core.config import default_user_config
+
+    from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
+
+    monkeypatch.setitem(default_user_config, "stepfunctions", {"execute_state_machine": True})
+
+    sfn = boto3.client("stepfunctions")
+    machine = sfn.create_state_machine(
+        name=f"m-{run_id}", roleArn="arn:aws:iam::123456789012:role/sfn",
+        definition=json.dumps({"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}))
+    arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], name=run_id)["executionArn"]
+    if stop:
+        sfn.stop_execution(executionArn=arn)
+    engine.callbacks = SfnCallbacks(sfn)
+    slow = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
+    engine.runs.freeze(run_id, slow, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=arn))
+    job = launch(engine, {"run_id": run_id, "state": "work", "loops": {"l1": 1}, "token": "gone-token"})["job_id"]
+    return arn, job
+
+
+def test_the_watch_reaps_a_run_whose_reap_event_was_lost(engine, monkeypatch):
+    arn, job = orphan_setup(engine, monkeypatch, "lost", stop=True)
+    report = watch_pass(engine, clock=HeartbeatClock())
+    assert report.reaped == ["lost"], report
+    attempt = engine.ledger.latest_attempt("lost", "work|refine=1")
+    assert attempt.status == WaveStatus.CANCELLED
+    assert "ended ABORTED" in attempt.error and "reap event was missed" in attempt.error
+    assert engine.executor.local.statuses([job])[job].status == "CANCELLED"  # by its exact id
+    assert engine.ledger.get_run("lost").status == "ABORTED"
+
+
+def test_a_gone_token_of_a_live_execution_is_left_to_its_catch(engine, monkeypatch):
+    arn, job = orphan_setup(engine, monkeypatch, "live", stop=False)
+    try:
+        report = watch_pass(engine, clock=HeartbeatClock())
+        assert report.heartbeats == 1 and report.reaped == []
+        assert engine.ledger.latest_attempt("live", "work|refine=1").status != WaveStatus.CANCELLED
+    finally:
+        engine.executor.cancel([job])

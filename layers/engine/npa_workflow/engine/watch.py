@@ -28,10 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from npa_workflow.engine import errors
+from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import Observation, StoreAccessDenied, TrackedJob
 from npa_workflow.engine.watermarks import recount_watches
-from npa_workflow.ledger import ErrorCategory, WaveAttempt, WaveStatus
+from npa_workflow.ledger import ErrorCategory, RunStatus, WaveAttempt, WaveStatus
 
 LOG = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class WatchReport:
     heartbeats: int = 0
     deferred: int = 0  # waves left to the next tick: the pass ran out of budget
     errors: list[str] = field(default_factory=list)  # one line per wave whose tending failed
+    reaped: list[str] = field(default_factory=list)  # runs whose ended execution still had jobs (reap missed)
 
 
 class HeartbeatClock:
@@ -124,9 +126,32 @@ class _Pass:
             return
         at = self.now()
         if self.clock.due(token, self.heartbeat_every, at):
-            self.engine.callbacks.heartbeat(token)
+            alive = self.engine.callbacks.heartbeat(token)
             self.clock.beat(token, at)
             self.add(heartbeats=1)
+            if alive is False:
+                self.orphaned(wave)
+
+    def orphaned(self, wave: WaveAttempt) -> None:
+        """The heartbeat found the token gone (TaskDoesNotExist / InvalidToken / TaskTimedOut). If the run's
+        execution has ended, the reap event was lost (EventBridge delivers "Execution Status Change" best
+        effort; async invocations are dropped after two retries): reap here — cancel the run's jobs by
+        exact id and record why. A token replaced by a later launch (redrive, resume) is not an orphan."""
+        describe = getattr(self.engine.callbacks, "execution_status", None)
+        current = self.engine.ledger.get_attempt(wave.run_id, wave.wave_key, wave.attempt)
+        run = self.engine.ledger.get_run(wave.run_id)
+        if describe is None or current is None or current.task_token != wave.task_token or run is None \
+                or not run.execution_arn:
+            return
+        status = describe(run.execution_arn)
+        if status is None or status == "RUNNING":
+            return  # the Task timed out in a live execution: its Catch (cleanup) ends the attempt
+        reason = (f"execution {run.execution_arn.rsplit(':', 1)[-1]} ended {status} and state '{wave.state}' "
+                  "still had a job: the reap event was missed; cancelled by the watch pass")
+        if status == "SUCCEEDED":
+            record_success(self.engine, wave.run_id)
+        reap(self.engine, wave.run_id, reason, RunStatus(status) if status != "SUCCEEDED" else RunStatus.ABORTED)
+        self.append("reaped", wave.run_id)
 
     # -- one wave ------------------------------------------------------------------------------
     def tend(self, wave: WaveAttempt, obs: Observation) -> None:
