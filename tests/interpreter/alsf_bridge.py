@@ -129,10 +129,10 @@ def _arn(name: str) -> str:
 
 
 def _function_arns() -> dict[str, str]:
-    """The functions the state machine's Tasks call (the twin deploys the same set)."""
-    from npa_workflow.local.runtime import FUNCTIONS
+    """The functions the state machine's Tasks call (the protocol's table; the twin deploys the same rows)."""
+    from npa_workflow.protocol import functions
 
-    return {name: _arn(name) for name in FUNCTIONS}
+    return {fn.name: _arn(fn.name) for fn in functions.MACHINE_INVOKED}
 
 
 def _invoke_handler(function_arn: str, event: Any, handlers: Mapping[str, str]) -> dict[str, Any]:
@@ -189,8 +189,10 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.engine.start import start_run
     from npa_workflow.local import runtime
+    from npa_workflow.local.job_exits import JobExits
     from npa_workflow.local.moto_server import start_moto_server
     from npa_workflow.local.report import build_report
+    from npa_workflow.protocol import functions as function_table
     from npa_workflow.spec.catalog import find_catalog
     from npa_workflow.spec.load import load_spec
 
@@ -213,7 +215,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
     )
     compiled = compile_spec(loaded, compile_options)
     arns = _function_arns()
-    handlers = {arn: f"functions.{name}.handler.handler" for name, arn in arns.items()}
+    handlers = {arn: function_table.slot(name).handler for name, arn in arns.items()}
     definition = json.loads(runtime.machine_definition(compiled.definition, arns))
 
     server = start_moto_server()
@@ -284,7 +286,11 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
 
         watch = handlers_module("watch")
         deadline = time.monotonic() + float(case.get("timeout_seconds", 60))
-        while not done.wait(TICK_SECONDS):
+        exits = JobExits(home / "jobs")  # the twin's event-driven completion: a job's exit wakes the watch at once
+        while not done.is_set():
+            exits.wait(TICK_SECONDS, done)
+            if done.is_set():
+                break
             if time.monotonic() > deadline:
                 ended.update(status="HARNESS_TIMEOUT", error="", cause=f"no end after {case.get('timeout_seconds')} s")
                 break
@@ -309,7 +315,9 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
 def handlers_module(name: str) -> Any:
     import importlib
 
-    return importlib.import_module(f"functions.{name}.handler").handler
+    from npa_workflow.protocol import functions
+
+    return importlib.import_module(functions.slot(name).module).handler
 
 
 def _context(function_arn: str) -> Any:

@@ -84,6 +84,32 @@ LOOP_THEN_TRANSITIONS = synthetic("loop-then-transitions", f"""
       hold: {{terminal: true, run: {{argv: ["true"]}}}}
 """)
 
+# A looped sequence (two rounds: the judge promotes in round 2), then a router whose transitions read the
+# decision the last round left (its own decision output is the same artifact).
+SEQUENCE_THEN_ROUTER = synthetic("sequence-then-router", f"""
+    config: {{bucket: npa-interp}}
+    initial: rounds
+    states:
+      rounds:
+        sequence: [work, judge]
+        loop: {{max: 3, until: promote_checkpoint}}
+        next: route
+      work: {{run: {{argv: ["true"]}}}}
+      judge:
+        run: {{argv: [python, -c, {json.dumps(DECIDER)}, "{{{{loop.rounds}}}}"]}}
+        writesDecision: true
+        outputs: [{{uri: "s3://npa-interp/{{{{run.id}}}}/decision.json", schema: decision}}]
+      route:
+        run: {{argv: ["true"]}}
+        outputs: [{{uri: "s3://npa-interp/{{{{run.id}}}}/decision.json", schema: decision}}]
+        transitions:
+          - when: promote_checkpoint
+            goto: ship
+        next: hold
+      ship: {{terminal: true, run: {{argv: ["true"]}}}}
+      hold: {{terminal: true, run: {{argv: ["true"]}}}}
+""")
+
 RETRY = synthetic("retry-once", """
     initial: flaky
     states:
@@ -159,6 +185,7 @@ CASES = [
          objects=(("s3://npa-workflow-local/trigger/interp-trigger/landing/a.csv", "a\n"),
                   ("s3://npa-workflow-local/trigger/interp-trigger/landing/b.csv", "b\n"))),
     Case("loop-then-transitions", LOOP_THEN_TRANSITIONS),
+    Case("sequence-then-router", SEQUENCE_THEN_ROUTER),
     Case("retry", RETRY, options={"retries": 1, "retry_interval_seconds": 1}),
     Case("member-failure", MEMBER_FAILURE, differ=("members", "waves"), pinned=map_stops_after_a_failed_member),
     Case("timeout", TIMEOUT, options={"max_wait_seconds": 2}, pinned=timeout_error_name),
