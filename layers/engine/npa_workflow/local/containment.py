@@ -94,6 +94,30 @@ def remove_cgroup(cgroup: str | Path | None) -> None:
             Path(cgroup).rmdir()
 
 
+def prune(root: Path, min_age_seconds: float = 60.0) -> int:
+    """Remove the empty job cgroups left under `root` (a cgroup cannot be removed while its last process is
+    still exiting, so an ended job's may outlive it). Young ones are kept: a job being launched has an empty
+    cgroup until its wrapper joins it."""
+    import time
+
+    removed = 0
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("probe-"):
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime < min_age_seconds or _cgroup_members(Path(entry.path)):
+                continue
+            os.rmdir(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def _cgroup_members(cgroup: Path) -> set[int] | None:
     try:
         text = (cgroup / "cgroup.procs").read_text()

@@ -175,6 +175,8 @@ class LocalExecutor:
         self._base_env = base_environment() if env is None else dict(env)
         self.grace_seconds = grace_seconds
         self._cgroups = containment.cgroup_root()
+        if self._cgroups is not None:
+            containment.prune(self._cgroups)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._procs_lock = threading.Lock()
         self._boot_id = _boot_id()
