@@ -93,8 +93,10 @@ class HarnessCallbacks:
     """The engine's `TaskCallbacks` port on the second interpreter (what `adapters.sfn_callbacks` is on AWS):
     False when the token's Task is over, as SfnCallbacks answers for TaskTimedOut / InvalidToken."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, execution_arn: str = "", ended: Mapping[str, Any] | None = None) -> None:
         self.channel = channel
+        self.execution_arn = execution_arn
+        self.ended = ended if ended is not None else {}
 
     def _call(self, action: str, token: str, **fields: Any) -> bool:
         return bool(self.channel.request({"type": "callback", "action": action, "token": token, **fields})["accepted"])
@@ -107,6 +109,12 @@ class HarnessCallbacks:
 
     def heartbeat(self, token: str) -> bool:
         return self._call("heartbeat", token)
+
+    def execution_status(self, execution_arn: str) -> str | None:
+        """DescribeExecution's status (the watch pass asks when a heartbeat finds a token gone)."""
+        if execution_arn != self.execution_arn:
+            return None
+        return str(self.ended.get("status") or "RUNNING")
 
 
 class _Starter:
@@ -233,7 +241,6 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
 
         stack.callback(_stop, proc)
         channel = Channel(proc)
-        engine.callbacks = HarnessCallbacks(channel)  # every handler's engine: the cached one, with this port
 
         starter = _Starter()
         catalog_path = find_catalog(case.get("catalog"), spec_path)
@@ -246,6 +253,8 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
                                cancel_on_timeout=bool(opts.get("cancel_on_timeout", True)), max_wait_seconds=max_wait),
         )
         ended: dict[str, Any] = {}
+        # Every handler's engine is the cached one: give it this port for Step Functions callbacks.
+        engine.callbacks = HarnessCallbacks(channel, starter.arn, ended)
         done = threading.Event()
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=64))
 
