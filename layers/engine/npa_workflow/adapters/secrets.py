@@ -13,6 +13,10 @@ from typing import Any, Protocol
 class SecretSource(Protocol):
     def resolve(self, names: Sequence[str]) -> dict[str, str]: ...
 
+    def values_for_redaction(self) -> dict[str, str]:
+        """NAME → value of every secret this source may have handed to a job (what redaction must find)."""
+        ...
+
 
 class SecretMissing(Exception):
     """A named secret has no value. The message names the secret, never a value."""
@@ -21,18 +25,26 @@ class SecretMissing(Exception):
 class EnvironmentSecrets:
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = os.environ if environ is None else environ
+        self._resolved: dict[str, str] = {}
 
     def resolve(self, names: Sequence[str]) -> dict[str, str]:
         missing = [n for n in names if not self._environ.get(n)]
         if missing:
             raise SecretMissing("secret(s) not set in the environment: " + ", ".join(missing))
-        return {n: self._environ[n] for n in names}
+        values = {n: self._environ[n] for n in names}
+        self._resolved.update(values)
+        return values
+
+    def values_for_redaction(self) -> dict[str, str]:
+        # Only what was handed out: the whole environment holds far more than secrets.
+        return dict(self._resolved)
 
 
 class SecretsManagerSecrets:
     def __init__(self, secret_arn: str, client: Any = None) -> None:
         self.secret_arn = secret_arn
         self._client = client
+        self._all: dict[str, str] | None = None
 
     def resolve(self, names: Sequence[str]) -> dict[str, str]:
         if not names:
@@ -50,3 +62,19 @@ class SecretsManagerSecrets:
         if missing:
             raise SecretMissing(f"secret(s) not in {self.secret_arn}: " + ", ".join(missing))
         return {n: str(values[n]) for n in names}
+
+    def values_for_redaction(self) -> dict[str, str]:
+        """Every value of the step-secrets object (read once per process): a job may have had any of them.
+        Unreadable (no permission, no network) → nothing to redact with, never an error of the caller."""
+        if self._all is None:
+            try:
+                if self._client is None:
+                    import boto3
+
+                    self._client = boto3.client("secretsmanager")
+                body = self._client.get_secret_value(SecretId=self.secret_arn).get("SecretString") or "{}"
+                values = json.loads(body)
+                self._all = {str(k): str(v) for k, v in values.items()} if isinstance(values, dict) else {}
+            except Exception:  # noqa: BLE001 - redaction is best effort on top of never storing values
+                return {}
+        return dict(self._all)

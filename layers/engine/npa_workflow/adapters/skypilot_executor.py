@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from npa_workflow import redact
 from npa_workflow.adapters.secrets import SecretMissing, SecretSource
 from npa_workflow.adapters.skypilot_api import (
     SkyPilotApi,
@@ -59,8 +60,8 @@ class SkyPilotExecutor:
             if exc.maybe_received:  # the server may have taken the launch: reconcile, never resend
                 raise SubmitError(f"launch outcome unknown: {exc}", "unknown") from None
             raise SubmitError(str(exc), "infrastructure") from None
-        except SkyPilotError as exc:
-            raise SubmitError(str(exc), _category(exc)) from None
+        except SkyPilotError as exc:  # the server may quote the document, which holds the secret values
+            raise SubmitError(self._redacted(str(exc)), _category(exc)) from None
 
     def observe(self, jobs: list[TrackedJob]) -> dict[str, Observation]:
         out: dict[str, Observation] = {}
@@ -75,7 +76,7 @@ class SkyPilotExecutor:
                 ids = self.api.launched_job_ids(job.request_id)
             except SkyPilotRequestFailed as exc:
                 outcome = classify_error(exc)
-                out[job.key] = Observation(outcome, message=f"launch request failed: {exc}")  # type: ignore[arg-type]
+                out[job.key] = Observation(outcome, message=self._redacted(f"launch request failed: {exc}"))  # type: ignore[arg-type]
                 continue
             except SkyPilotNotFound as exc:
                 out[job.key] = Observation("lost", message=str(exc))
@@ -112,10 +113,15 @@ class SkyPilotExecutor:
             status = ",".join(sorted({r.status for r in job_rows}))
             out[key] = Observation(
                 outcome,  # the client's outcome names are the port's
-                job_id=job_id, message=reason or f"SkyPilot status {status}",
+                job_id=job_id, message=self._redacted(reason) if reason else f"SkyPilot status {status}",
                 started_at=_iso(started), ended_at=_iso(ended) if outcome != "running" else None,
             )
         return out
+
+    def _redacted(self, text: str) -> str:
+        """A failure reason is the job's (or the cloud's) words: it may quote a secret the job was given."""
+        values = getattr(self.secrets, "values_for_redaction", dict)()
+        return redact.Redactor(values)(text) if values else text
 
     def find_by_name(self, name: str) -> list[str]:
         return sorted({str(r.job_id) for r in self.api.find_jobs_by_name(name)})
