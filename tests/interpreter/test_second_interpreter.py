@@ -315,3 +315,9 @@ def test_same_run_on_both_interpreters(case: Case, tmp_path: Path) -> None:
     assert [d for d in twin.differences(alsf) if d.split(":")[0] not in case.differ] == []
     if case.pinned:
         case.pinned(twin, alsf)
+
+
+def test_every_example_spec_has_a_case() -> None:
+    """A new example in specs/ is compared on both interpreters too (the catalog is not a workflow)."""
+    examples = {p.name for p in SPECS.glob("*.y*ml") if p.name != "tools.yaml"}
+    assert examples <= {c.spec for c in CASES}, sorted(examples - {c.spec for c in CASES})
