@@ -256,6 +256,8 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
         # Every handler's engine is the cached one: give it this port for Step Functions callbacks.
         engine.callbacks = HarnessCallbacks(channel, starter.arn, ended)
         done = threading.Event()
+        # Whatever happens below, no job of the run outlives this process (the reap function cancels by exact id).
+        stack.callback(_reap_quietly, run_id)
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=64))
 
         def answer(msg: dict[str, Any]) -> None:
@@ -336,6 +338,14 @@ def _context(function_arn: str) -> Any:
     name = function_arn.rsplit(":", 1)[-1]
     return LambdaContext(function_name=name, function_version="$LATEST", invoked_function_arn=function_arn,
                          memory_limit_in_mb=256, timeout_seconds=900, log_group_name=f"/aws/lambda/{name}")
+
+
+def _reap_quietly(run_id: str) -> None:
+    from npa_workflow.engine.cleanup import cancel_active
+    from npa_workflow.engine.wiring import engine_from_environment
+
+    with contextlib.suppress(Exception):
+        cancel_active(engine_from_environment(), run_id, "the second-interpreter bridge ended")
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

@@ -306,9 +306,11 @@ def test_same_run_on_both_interpreters(case: Case, tmp_path: Path) -> None:
     run_id = f"interp-{case.name}"
     t0 = time.monotonic()
     proc, result = start_alsf(case, spec, run_id, tmp_path / "alsf")
-    twin_run = run_twin(case, spec, run_id, tmp_path / "twin")
-    t1 = time.monotonic()
-    alsf_run = finish_alsf(proc, result, tmp_path / "alsf")
+    try:
+        twin_run = run_twin(case, spec, run_id, tmp_path / "twin")
+        t1 = time.monotonic()
+    finally:  # the bridge's run is bounded: wait for it even when the twin failed, so no process is left
+        alsf_run = finish_alsf(proc, result, tmp_path / "alsf")
     twin, alsf = (trace_of(r["entered"], alsf_run["definition"], r["status"], r["error"], r["report"])
                   for r in (twin_run, alsf_run))
     print(f"\n{case.name}: twin {t1 - t0:.1f} s, both {time.monotonic() - t0:.1f} s\n  twin {twin}\n  alsf {alsf}")
