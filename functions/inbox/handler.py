@@ -28,6 +28,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.info("ignored: not under the inbox prefix", extra={"bucket": bucket, "key": obj.key})
         return {"status": "ignored", "key": obj.key, "reason": f"not an object under {INBOX_PREFIX}"}
     engine = engine_from_environment()
+    # AWS URL-encodes the key (space → `+`); the run id and the read need the object's real key.
+    obj = obj.model_copy(update={"key": engine.store.event_key(bucket, obj.key)})
     result = handle_object(
         engine,
         engine.callbacks.client,  # the engine's Step Functions client (one per process)

@@ -12,6 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from npa_workflow.engine.ports import Listing, StoreAccessDenied
+from npa_workflow.protocol.events import event_key_forms
 
 SAMPLE_SIZE = 5
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchBucket"})
@@ -89,6 +90,27 @@ class S3Store:
     def put(self, uri: str, body: bytes) -> None:
         bucket, key = parse_s3_uri(uri)
         self.client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    def exists(self, uri: str) -> bool:
+        """An object with exactly this key exists (HeadObject; needs s3:GetObject, which readers have)."""
+        bucket, key = parse_s3_uri(uri)
+        try:
+            self.client.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _missing(exc):
+                return False
+            _raise(exc, uri, "HeadObject")
+            raise
+        return True
+
+    def event_key(self, bucket: str, key: str) -> str:
+        """The real key of an S3 event's (possibly URL-encoded) key: the first form that exists, else the decoded."""
+        forms = event_key_forms(key)
+        if len(forms) > 1:
+            for form in forms:
+                if self.exists(f"s3://{bucket}/{form}"):
+                    return form
+        return forms[0]
 
     def count(self, prefix_uri: str, at_least: int) -> Listing:
         """Count every key under the prefix (zero-byte markers too), stopping once `at_least` (> 0) are seen.

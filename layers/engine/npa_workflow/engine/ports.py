@@ -100,6 +100,14 @@ class ObjectStore(Protocol):
 
     def put(self, uri: str, body: bytes) -> None: ...
 
+    def exists(self, uri: str) -> bool:
+        """An object with exactly this key exists."""
+        ...
+
+    def event_key(self, bucket: str, key: str) -> str:
+        """The real key an S3 event's key (URL-encoded by AWS, raw from moto) stands for."""
+        ...
+
     def count(self, prefix_uri: str, at_least: int) -> Listing:
         """Count keys under a prefix, stopping once `at_least` are seen."""
         ...

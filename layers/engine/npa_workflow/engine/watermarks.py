@@ -15,6 +15,7 @@ from npa_workflow.engine.errors import TRIGGER_FAILED
 from npa_workflow.engine.ports import StoreAccessDenied
 from npa_workflow.ledger import Watermark
 from npa_workflow.ledger.items import SAMPLE_MAX
+from npa_workflow.protocol.events import event_key_forms
 
 
 def recount(engine: Engine, mark: Watermark) -> bool:
@@ -55,6 +56,8 @@ def recount_watches(engine: Engine) -> int:
 
 
 def on_object_created(engine: Engine, bucket: str, key: str) -> int:
-    """An S3 event: complete the watches whose prefix holds the new object."""
-    uri = f"s3://{bucket}/{key}"
-    return sum(1 for mark in engine.ledger.active_watches() if uri.startswith(mark.uri) and recount(engine, mark))
+    """An S3 event: complete the watches whose prefix holds the new object. The event's key may be URL-encoded
+    (AWS) or raw (moto): a watch matches either form; the re-count lists the real keys anyway."""
+    uris = [f"s3://{bucket}/{form}" for form in event_key_forms(key)]
+    return sum(1 for mark in engine.ledger.active_watches()
+               if any(uri.startswith(mark.uri) for uri in uris) and recount(engine, mark))

@@ -7,6 +7,8 @@ a handler. Unknown fields are ignored, so AWS adding fields breaks nothing.
 
 from __future__ import annotations
 
+from urllib.parse import unquote_plus
+
 from pydantic import BaseModel, ConfigDict, Field
 
 S3_SOURCE = "aws.s3"
@@ -27,6 +29,14 @@ class S3Object(_Lenient):
     key: str
     etag: str | None = None
     version_id: str | None = Field(default=None, alias="version-id")
+
+
+def event_key_forms(key: str) -> list[str]:
+    """The keys an S3 event's `detail.object.key` may stand for, most likely first. AWS sends it URL-encoded
+    as a form value (space → `+`, `é` → `%C3%A9`; Powertools decodes it with `unquote_plus`); moto, and so an
+    older twin, sends it raw. The decoded form first; the raw one when it differs."""
+    decoded = unquote_plus(key)
+    return [decoded] if decoded == key else [decoded, key]
 
 
 class S3ObjectCreatedDetail(_Lenient):
