@@ -10,7 +10,8 @@
 - "Step Functions Execution Status Change" FAILED / ABORTED / TIMED_OUT of this stack's machines → reap
   (cancels the run's jobs), and SUCCEEDED → reap (records the run's end in the ledger). The machines are matched
   by their ARN prefix `...:stateMachine:<stack>.` (one pattern entry whatever the number of specs: EventBridge
-  limits an event pattern to 2,048 characters, about 24 machine ARNs listed one by one);
+  limits an event pattern to 2,048 characters, about 24 machine ARNs listed one by one); a Distributed Map's child
+  executions (`execution:<machine>/<label>:<id>`) are left out with an anything-but wildcard on the execution ARN;
 - a schedule → watch, every `watchIntervalMinutes` minutes.
 
 Every target has a dead-letter queue (an event EventBridge could not deliver); each function invoked
@@ -110,7 +111,13 @@ class EngineEvents(Construct):
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],
-                detail={"status": ENDED_STATUSES, "stateMachineArn": [{"prefix": machine_arn_prefix}]},
+                detail={
+                    "status": ENDED_STATUSES,
+                    "stateMachineArn": [{"prefix": machine_arn_prefix}],
+                    # Not the child executions of a Distributed Map (`execution:<machine>/<label>:<id>`, the only
+                    # ARNs with a `/`: machine names and run ids have none): their parent's own event reaps the run.
+                    "executionArn": [{"anything-but": {"wildcard": "*/*"}}],
+                },
             ),
             targets=[target("reap")],
         )

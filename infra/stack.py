@@ -26,6 +26,7 @@ from infra.settings import EngineSettings, is_complete_secret_arn
 from infra.state_machines import SUBSTITUTIONS, WorkflowMachines, compile_catalog, grant_distributed_map, machine_arn
 from infra.storage import INBOX_PREFIX, Storage
 from npa_workflow.compile.asl import CompileOptions
+from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol import stack as outputs
 
@@ -35,12 +36,12 @@ TOOLS_FILE_NAME = "tools.yaml"
 # the options the machines were compiled with. It takes HeartbeatSeconds and the per-wave deadline from these
 # variables; every other option is the compiler's default unless a run request sets it, so `compile_options` may
 # change nothing else.
-HEARTBEAT_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"
-MAX_WAIT_ENV = "NPA_WORKFLOW_MAX_WAIT_SECONDS"
+HEARTBEAT_ENV = environment.HEARTBEAT_SECONDS
+MAX_WAIT_ENV = environment.MAX_WAIT_SECONDS
 # How the inbox turns a machine name of catalog/machines.json into its ARN.
-MACHINE_ARN_PREFIX_ENV = "NPA_WORKFLOW_MACHINE_ARN_PREFIX"
+MACHINE_ARN_PREFIX_ENV = environment.MACHINE_ARN_PREFIX
 # The JSON secret of step secrets (`secretEnv`), read by the launch function (npa_workflow.engine.wiring).
-STEP_SECRETS_ENV = "NPA_WORKFLOW_SECRETS_ARN"
+STEP_SECRETS_ENV = environment.STEP_SECRETS_ARN
 
 
 def compile_options(settings: EngineSettings) -> CompileOptions:
@@ -96,18 +97,18 @@ class NpaWorkflowStack(Stack):
             self,
             "Functions",
             environment={
-                "NPA_WORKFLOW_LEDGER_TABLE": table.table_name,
-                "NPA_WORKFLOW_BUCKET": bucket.bucket_name,
-                "NPA_WORKFLOW_EXECUTOR": "skypilot",
-                "NPA_WORKFLOW_RETENTION_DAYS": str(settings.retention_days),
-                "SKYPILOT_API_SERVER_ENDPOINT": settings.skypilot_endpoint,
+                environment.LEDGER_TABLE: table.table_name,
+                environment.BUCKET: bucket.bucket_name,
+                environment.EXECUTOR: "skypilot",
+                environment.RETENTION_DAYS: str(settings.retention_days),
+                environment.SKYPILOT_ENDPOINT: settings.skypilot_endpoint,
             },
             retention_days=settings.retention_days,
             layer_requirements_override=layer_requirements,
         )
         functions = self.engine.functions
         for name in SECRET_READERS:
-            functions[name].add_environment("SKYPILOT_TOKEN_SECRET_ARN", self.secret.secret_arn)
+            functions[name].add_environment(environment.SKYPILOT_TOKEN_SECRET_ARN, self.secret.secret_arn)
         if self.step_secrets is not None:
             for name in STEP_SECRET_READERS:
                 functions[name].add_environment(STEP_SECRETS_ENV, self.step_secrets.secret_arn)
@@ -122,7 +123,7 @@ class NpaWorkflowStack(Stack):
         )
         inbox = functions["inbox"]
         inbox.add_environment(MACHINE_ARN_PREFIX_ENV, machine_arn(self, ""))
-        inbox.add_environment("NPA_WORKFLOW_ALLOW_AD_HOC", "true" if settings.allow_ad_hoc_specs else "false")
+        inbox.add_environment(environment.ALLOW_AD_HOC, "true" if settings.allow_ad_hoc_specs else "false")
         inbox.add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
         inbox.add_environment(MAX_WAIT_ENV, str(self.compile_options.max_wait_seconds))
         tools_file = specs_dir / TOOLS_FILE_NAME
@@ -255,9 +256,9 @@ class NpaWorkflowStack(Stack):
         self.ad_hoc_role = role
         grant_ad_hoc(self.engine.roles["inbox"], machine_role=role, ad_hoc_machine_arns=ad_hoc_arns)
         inbox = functions["inbox"]
-        inbox.add_environment("NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX", prefix)
-        inbox.add_environment("NPA_WORKFLOW_AD_HOC_ROLE_ARN", role.role_arn)
-        inbox.add_environment("NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN", log_group.log_group_arn)
+        inbox.add_environment(environment.AD_HOC_MACHINE_PREFIX, prefix)
+        inbox.add_environment(environment.AD_HOC_ROLE_ARN, role.role_arn)
+        inbox.add_environment(environment.AD_HOC_LOG_GROUP_ARN, log_group.log_group_arn)
         for fn in function_table.MACHINE_INVOKED:
             inbox.add_environment(fn.arn_env, functions[fn.name].function_arn)
 

@@ -68,6 +68,9 @@ def test_reap_rule_takes_failed_aborted_timed_out_executions_of_this_stacks_mach
     for synth in (default_synth, ad_hoc_synth):
         machines = _rule(synth, synth.stack.events.reap_rule)["EventPattern"]["detail"]["stateMachineArn"]
         assert [_arn_text(m["prefix"]) for m in machines] == [prefix]
+        # A Distributed Map's children (`execution:<machine>/<label>:<id>`) are their parent's business.
+        executions = _rule(synth, synth.stack.events.reap_rule)["EventPattern"]["detail"]["executionArn"]
+        assert executions == [{"anything-but": {"wildcard": "*/*"}}]
     for name in default_synth.stack.workflows.names.values():
         assert name.startswith("NpaWorkflow.")
     assert _target_function(default_synth, props) == _fn(default_synth, "reap")

@@ -24,11 +24,12 @@ from infra_support import REPO_ROOT, Synth
 
 from npa_workflow.engine import wiring
 from npa_workflow.local.moto_lambda import LambdaContext
+from npa_workflow.protocol import functions as function_table
 
 SPEC = "fanout"
 BUCKET = "engine-bucket"
 TABLE = "ledger"
-TASK_FUNCTIONS = ("launch", "decide", "trigger", "cleanup")
+TASK_FUNCTIONS = tuple(slot.name for slot in function_table.MACHINE_INVOKED)
 pytestmark = pytest.mark.e2e
 
 
@@ -67,9 +68,8 @@ def _deploy(synth: Synth, clients: dict[str, Any]) -> tuple[str, dict[str, str]]
             Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18}, Timeout=900)["FunctionArn"]
     machine = stack.workflows.machines[SPEC]
     text = synth.definition_text(machine)
-    for placeholder, name in (("LaunchFunctionArn", "launch"), ("DecideFunctionArn", "decide"),
-                              ("TriggerFunctionArn", "trigger"), ("CleanupFunctionArn", "cleanup")):
-        text = text.replace("${" + placeholder + "}", arns[name])
+    for slot in function_table.MACHINE_INVOKED:
+        text = text.replace(slot.placeholder, arns[slot.name])
     machine_arn = clients["stepfunctions"].create_state_machine(
         name=stack.workflows.names[SPEC], definition=text, roleArn=role, type="STANDARD")["stateMachineArn"]
     # What the catalog deployment publishes, from the synthesized asset.

@@ -16,6 +16,7 @@ from infra.stack import HEARTBEAT_ENV, MACHINE_ARN_PREFIX_ENV, MAX_WAIT_ENV, com
 from infra.state_machines import spec_files
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.engine import inbox
+from npa_workflow.protocol import functions as function_table
 from npa_workflow.spec.load import load_spec
 
 SPECS = REPO_ROOT / "specs"
@@ -174,8 +175,6 @@ def test_every_variable_the_inbox_reads_is_set_when_ad_hoc_specs_are_allowed(ad_
     assert settings.ad_hoc_prefix == "NpaWorkflow.adhoc."
     functions = ad_hoc_synth.stack.engine.functions
     assert {p: arn.rsplit(":", 1)[1] for p, arn in settings.function_arns.items()} == {
-        placeholder: ad_hoc_synth.logical_id(functions[name])
-        for placeholder, name in (
-            (inbox.LAUNCH, "launch"), (inbox.DECIDE, "decide"), (inbox.TRIGGER, "trigger"), (inbox.CLEANUP, "cleanup")
-        )
+        slot.placeholder: ad_hoc_synth.logical_id(functions[slot.name]) for slot in function_table.MACHINE_INVOKED
     }
+    assert {slot.name for slot in function_table.MACHINE_INVOKED} == {"launch", "decide", "trigger", "cleanup"}
