@@ -102,3 +102,15 @@ def test_a_cancelled_wrapper_waiting_for_go_leaves_nothing(tmp_path: Path) -> No
     job_id = ex.launch("quick", [PY, "-c", "pass"])
     wait_until(lambda: ex.statuses([job_id])[job_id].is_terminal, 10, "terminal")
     assert ex.wait_gone([job_id], timeout=2)
+
+
+def test_pass_env_flag_records_names_and_refuses_non_names(monkeypatch) -> None:
+    import typer
+
+    from npa_workflow.cli.common import apply_pass_env
+
+    monkeypatch.setenv(PASS_ENV, "FIRST")
+    apply_pass_env(["SECOND", "FIRST"])
+    assert os.environ[PASS_ENV] == "FIRST,SECOND"
+    with pytest.raises(typer.BadParameter, match="not a variable name: 1bad"):
+        apply_pass_env(["1bad"])

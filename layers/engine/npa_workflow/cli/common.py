@@ -67,7 +67,7 @@ MaxWaitOpt = Annotated[
 
 PassEnvOpt = Annotated[
     list[str] | None,
-    typer.Option("--pass-env",
+    typer.Option("--pass-env", metavar="NAME",
                  help="Also give every local step this variable of this environment (repeatable; steps otherwise "
                       "get only PATH, HOME, locale, proxies and the like: docs/faults.md)"),
 ]

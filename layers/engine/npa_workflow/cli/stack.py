@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from npa_workflow.cli.common import AllowUnknownKeysOpt, JsonOpt, parse_vars
+from npa_workflow.cli.common import AllowUnknownKeysOpt, JsonOpt, PassEnvOpt, apply_pass_env, parse_vars
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.errors import Problem, SpecError
 
@@ -124,11 +124,13 @@ def serve_command(
     port: Annotated[int | None, typer.Option("--port", min=1, max=65535, help="Port (default: a free one)")] = None,
     catalog: Annotated[Path, typer.Option("--catalog", help="Tool catalog; every other spec in its folder is "
                                                            "deployed")] = Path("specs/tools.yaml"),
+    pass_env: PassEnvOpt = None,
 ) -> None:
     """Run the whole stack on this machine (embedded AWS, inbox, triggers, watch, reap): no AWS account needed."""
     from npa_workflow.local.runtime import LocalRunError
     from npa_workflow.local.serve import Serve, ServeOptions
 
+    apply_pass_env(pass_env)
     if catalog.is_dir():
         catalog = catalog / "tools.yaml"
 
