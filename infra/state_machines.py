@@ -13,10 +13,8 @@ substituted: the synth fails with the spec's name, its size and the fix otherwis
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -32,6 +30,12 @@ from infra.names import machine_name as deployed_machine_name
 from infra.settings import SettingsError
 from infra.storage import RUNS_PREFIX
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.size import (  # noqa: F401 - the 1 MiB check's pieces, re-exported for the stack
+    MAX_DEFINITION_BYTES,
+    MAX_FUNCTION_ARN_CHARS,
+    deployed_definition_bytes,
+    serialize_definition,
+)
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.stack import deployable_spec_files
 from npa_workflow.spec.load import load_spec
@@ -61,28 +65,8 @@ def compile_catalog(specs_dir: Path, options: CompileOptions | None = None) -> l
     return compiled
 
 
-# Step Functions: a state machine definition is at most 1 MiB (CreateStateMachine `definition`, UTF-8 bytes).
-MAX_DEFINITION_BYTES = 1024 * 1024
-# The longest ARN a placeholder can become: `arn:aws-us-gov:lambda:<region>:<12 digits>:function:<64 chars>`.
-MAX_FUNCTION_ARN_CHARS = 140
-
-
 def machine_name(stack_name: str, spec_name: str) -> str:
     return deployed_machine_name(stack_name, spec_name)
-
-
-def serialize_definition(definition: dict[str, Any]) -> str:
-    """Compact JSON: 1,000 states take 1.04 MB this way, 1.37 MB indented."""
-    return json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
-
-
-def deployed_definition_bytes(text: str) -> int:
-    """The definition's size once CloudFormation has substituted every function ARN (at worst)."""
-    size = len(text.encode("utf-8"))
-    for placeholder in SUBSTITUTIONS:
-        token = "${" + placeholder + "}"
-        size += text.count(token) * (MAX_FUNCTION_ARN_CHARS - len(token))
-    return size
 
 
 def check_definition_size(spec: CatalogSpec, text: str) -> None:

@@ -123,3 +123,24 @@ states:
         ("states.s.retries", "retries applies to a state that runs a command, or to a group"),
         ("states.b.retries", "retries must be <= 20, got 21"),
     ]
+
+
+def chain(n: int) -> str:
+    body = "".join(f"  s{i}: {{run: {{shell: x}}, next: s{i + 1}}}\n" for i in range(n - 1))
+    return "states:\n" + body + f"  s{n - 1}: {{run: {{shell: x}}, terminal: true}}\n"
+
+
+def test_a_definition_over_one_mib_is_refused_at_compile_time_with_the_fix():
+    """Step Functions refuses a definition over 1 MiB (compact JSON, with the ARNs CloudFormation puts in)."""
+    from npa_workflow.compile.size import MAX_DEFINITION_BYTES, deployed_definition_bytes, serialize_definition
+    from npa_workflow.errors import SpecError
+
+    fits = compile_spec(load_spec_text(HEAD + chain(300)))
+    text = serialize_definition(fits.definition)
+    assert "\n" not in text and ": " not in text  # compact
+    assert deployed_definition_bytes(text) < MAX_DEFINITION_BYTES
+    with pytest.raises(SpecError) as info:
+        compile_spec(load_spec_text(HEAD + chain(1000)))
+    [problem] = info.value.problems
+    assert "state machine definition" in problem.message and "1,048,576" in problem.message
+    assert "1,000 spec states" in problem.message and "split the spec" in problem.hint

@@ -31,6 +31,7 @@ from npa_workflow.compile.deadlines import (
 )
 from npa_workflow.compile.history import HISTORY_LIMIT, estimate_history_events, fix_hint
 from npa_workflow.compile.names import NameAllocator
+from npa_workflow.compile.size import MAX_DEFINITION_BYTES, deployed_definition_bytes, serialize_definition
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.waves import concurrency_limit
 from npa_workflow.protocol import errors, functions
@@ -517,14 +518,15 @@ def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> C
     """Compile a validated spec. Config-dependent numbers (loop budgets, concurrency) are fixed here."""
     run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, "compile", loaded.spec.run)
     options = options or CompileOptions()
-    _check_history(loaded, options, run_ctx)
     compiler = _Compiler(loaded, options, run_ctx)
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10 * len(loaded.spec.states) + 1000))
+    sys.setrecursionlimit(max(limit, 10 * len(loaded.spec.states) + 1000))  # both walks recurse along edges
     try:
+        _check_history(loaded, options, run_ctx)
         definition = compiler.compile()
     finally:
         sys.setrecursionlimit(limit)
+    _check_size(loaded, definition)
     return CompiledMachine(
         definition=definition,
         loop_keys=compiler.loop_keys,
@@ -550,6 +552,17 @@ def _check_history(loaded: LoadedSpec, options: CompileOptions, run_ctx: RunCont
         f"max, every retry spent), over Step Functions' limit of {options.history_limit:,}: the execution would "
         "fail there and could not be redriven",
         fix_hint(estimate, loaded.spec, run_ctx), file=getattr(loaded, "file", "") or "")
+
+
+def _check_size(loaded: LoadedSpec, definition: dict[str, Any]) -> None:
+    size = deployed_definition_bytes(serialize_definition(definition))
+    if size > MAX_DEFINITION_BYTES:
+        raise SpecError.single(
+            "states", f"compiles to a {size:,}-byte state machine definition (compact JSON, function ARNs in "
+                      f"place), above Step Functions' limit of {MAX_DEFINITION_BYTES:,} bytes "
+                      f"({len(loaded.spec.states):,} spec states)",
+            "split the spec into specs that run one after the other (a group's size does not count: its members "
+            "are data, not states)", file=getattr(loaded, "file", "") or "")
 
 
 def execution_input(machine: CompiledMachine, loaded: LoadedSpec, *, run_id: str, bucket: str,
