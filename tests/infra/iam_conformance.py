@@ -10,8 +10,9 @@ that caller's synthesized role allows it.
   reported as unattributed, so a call from a thread a handler started is never silently skipped.
 - Evaluation: moto's IAM policy evaluator (`moto.iam.access_control.IAMPolicy`) on the role's policies from the
   synthesized template, with every CloudFormation reference resolved to the names this test's moto account uses.
-  (A statement whose Condition does not hold is DENIED by moto where IAM would ignore it; this template's
-  conditions are all on calls the functions never make themselves — KMS through S3/Secrets Manager, PassRole.)
+  The request context a condition reads is given where AWS gives it (`CONTEXT`: PassRole's `iam:PassedToService`).
+  (A statement whose Condition does not hold is DENIED by moto where IAM would ignore it; the template's other
+  conditions are on calls the functions never make themselves: KMS, through S3 and Secrets Manager.)
 """
 
 from __future__ import annotations
@@ -139,7 +140,16 @@ def _states(op: str, p: dict[str, Any], token_machines: Callable[[str], str]) ->
     if op in ("DescribeExecution", "StopExecution", "GetExecutionHistory", "RedriveExecution"):
         return [(f"states:{op}", p["executionArn"])]
     if op == "CreateStateMachine":
-        return [(f"states:{op}", f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{p['name']}")]
+        # CreateStateMachine also checks that the caller may pass the machine's role to Step Functions and, with a
+        # logging configuration, that it holds the CloudWatch Logs log-delivery actions (which take no resource).
+        checks = [(f"states:{op}", f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{p['name']}"),
+                  ("iam:PassRole", p["roleArn"])]
+        if p.get("loggingConfiguration"):
+            checks += [(action, "*") for action in ("logs:CreateLogDelivery", "logs:GetLogDelivery",
+                                                    "logs:UpdateLogDelivery", "logs:ListLogDeliveries",
+                                                    "logs:PutResourcePolicy", "logs:DescribeResourcePolicies",
+                                                    "logs:DescribeLogGroups")]
+        return checks
     raise KeyError(op)
 
 
@@ -171,7 +181,10 @@ class Resolver:
         self.names = names  # logical id → physical name (Ref), for the resources the scenario created
 
     def _name(self, logical_id: str) -> str:
-        return self.names.get(logical_id, logical_id)
+        """The scenario's name for it, else the name the template gives it, else its logical id."""
+        props = self.resources[logical_id].get("Properties", {})
+        given = props.get("LogGroupName") or props.get("StateMachineName")
+        return self.names.get(logical_id) or (given if isinstance(given, str) else logical_id)
 
     def ref(self, logical_id: str) -> str:
         if logical_id in PSEUDO:
@@ -224,11 +237,17 @@ class Resolver:
         ]
 
 
+# The request context AWS gives a condition key for an action (the only ones this template's conditions use).
+CONTEXT = {"iam:PassRole": {"iam:PassedToService": "states.amazonaws.com"}}
+
+
 def allowed(policies: list[dict[str, Any]], action: str, resource: str) -> bool:
     """moto's IAM evaluator over the role's identity policies: some statement allows, none denies."""
     from moto.iam.access_control import IAMPolicy, PermissionResult
 
-    results = [IAMPolicy(json.dumps(doc)).is_action_permitted(action, resource) for doc in policies]
+    context = CONTEXT.get(action)
+    results = [IAMPolicy(json.dumps(doc)).is_action_permitted(action, resource, incoming_condition_values=context)
+               for doc in policies]
     return PermissionResult.DENIED not in results and PermissionResult.PERMITTED in results
 
 

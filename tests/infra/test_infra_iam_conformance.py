@@ -216,3 +216,58 @@ def test_each_function_given_the_token_secret_may_read_it(default_synth: Synth,
         for other in others:
             denied = resolver.role_policies(synth.logical_id(stack.engine.roles[other]))
             assert not allowed(denied, action, resource), other
+
+
+def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """With allowAdHocSpecs, a spec that is not deployed gets a content-addressed machine: CreateStateMachine
+    (which also checks PassRole of the ad-hoc role and the log-delivery actions), then StartExecution."""
+    import boto3
+    from moto import mock_aws
+
+    from functions.inbox.handler import handler as inbox_handler
+
+    synth = ad_hoc_synth
+    stack = synth.stack
+    resolver = Resolver(synth.template, {synth.logical_id(stack.storage.bucket): BUCKET,
+                                         synth.logical_id(stack.storage.table): TABLE})
+    fn = synth.template["Resources"][synth.logical_id(stack.engine.functions["inbox"])]
+    inbox_env = {k: str(resolver.value(v)) for k, v in fn["Properties"]["Environment"]["Variables"].items()
+                 if k.startswith("NPA_WORKFLOW_") and k not in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV)}
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION, wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
+                       wiring.EXECUTOR_ENV: "local", "POWERTOOLS_METRICS_DISABLED": "true", **inbox_env}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    wiring.clear_cache()
+    try:
+        with mock_aws(), RECORDER.active():
+            with RECORDER.acting_as("test"):
+                s3 = boto3.client("s3")
+                s3.create_bucket(Bucket=BUCKET)
+                wiring.engine_from_environment().ledger.create_table()
+                root = synth.outdir / stack.catalog.asset.asset_path
+                s3.put_object(Bucket=BUCKET, Key="catalog/tools.yaml", Body=(root / "tools.yaml").read_bytes())
+                s3.put_object(Bucket=BUCKET, Key="catalog/machines.json", Body=(root / "machines.json").read_bytes())
+                text = (REPO_ROOT / "specs" / f"{SPEC}.yaml").read_text(encoding="utf-8")
+                s3.put_object(Bucket=BUCKET, Key="inbox/mine.yaml",
+                              Body=text.replace(f"\n  name: {SPEC}\n", "\n  name: mine\n", 1).encode())
+            with RECORDER.acting_as("inbox"):
+                started = inbox_handler(_object_created("inbox/mine.yaml"), _context("inbox"))
+            calls = list(RECORDER.calls)
+    finally:
+        wiring.clear_cache()
+    assert started["status"] == "started" and started["machine"] == "ad-hoc", started
+    assert started["machine_arn"].split(":")[-1].startswith("NpaWorkflow.adhoc.")
+    policies = resolver.role_policies(synth.logical_id(stack.engine.roles["inbox"]))
+    checked = set()
+    for call in calls:
+        assert call.caller == "inbox", str(call)
+        for action, resource in authorizations(call, lambda _t: "", lambda secret: secret):
+            assert allowed(policies, action, resource), (action, resource)
+            checked.add(action)
+    assert {"states:CreateStateMachine", "iam:PassRole", "logs:CreateLogDelivery", "states:StartExecution"} <= checked
+    # The evaluator is not a rubber stamp: the same inbox may not pass another role, nor create another stack's.
+    assert not allowed(policies, "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin")
+    assert not allowed(policies, "states:CreateStateMachine",
+                       f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:Other.adhoc.0123456789abcdef")
