@@ -32,7 +32,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     obj = obj.model_copy(update={"key": engine.store.event_key(bucket, obj.key)})
     result = handle_object(
         engine,
-        engine.callbacks.client,  # the engine's Step Functions client (one per process)
+        engine.executions,  # the engine's Step Functions control plane (one client per process)
         bucket=bucket,
         key=obj.key,
         version_id=obj.version_id,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from e2e_support import CLI, SPECS, aws_client, check_shape, free_port, job_gone, wait_until
 
+from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.engine.start import run_id_for_object
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("serve")]  # one serve per module
@@ -151,8 +152,9 @@ def test_the_same_object_event_three_times_starts_one_execution(stack: Stack, tm
         sfn = aws_client("stepfunctions", stack.endpoint)
         # serve's S3 emulation delivered it once; deliver the same event three more times.
         wait_until(lambda: engine.ledger.get_run(run_id), 30, "serve's inbox did not take the upload")
-        results = [handle_object(engine, sfn, bucket="npa-workflow-local", key=key, version_id=None, etag=etag,
-                                 settings=settings) for _ in range(3)]
+        executions = SfnExecutions(sfn)
+        results = [handle_object(engine, executions, bucket="npa-workflow-local", key=key, version_id=None,
+                                 etag=etag, settings=settings) for _ in range(3)]
     finally:
         for k, v in old.items():
             if v is None:

@@ -118,18 +118,19 @@ class HarnessCallbacks:
 
 
 class _Starter:
-    """StartExecution for `engine.start.start_run`: records the execution the harness will run."""
+    """The `Executions` port's StartExecution for `engine.start.start_run`: records the execution the harness
+    will run (nothing else of the port is used by a start)."""
 
     def __init__(self) -> None:
         self.name = ""
         self.input: dict[str, Any] = {}
         self.arn = ""
 
-    def start_execution(self, *, stateMachineArn: str, name: str, input: str) -> dict[str, str]:  # noqa: N803, A002
-        self.name, self.input = name, json.loads(input)
-        machine = stateMachineArn.rsplit(":", 1)[-1]
+    def start(self, machine_arn: str, name: str, input_json: str) -> str:
+        self.name, self.input = name, json.loads(input_json)
+        machine = machine_arn.rsplit(":", 1)[-1]
         self.arn = f"arn:aws:states:us-east-1:{ACCOUNT}:execution:{machine}:{name}"
-        return {"executionArn": self.arn}
+        return self.arn
 
 
 def _arn(name: str) -> str:

@@ -20,6 +20,7 @@ from moto import mock_aws
 
 from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
+from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.engine import wiring
 from npa_workflow.engine.context import Engine
@@ -106,7 +107,7 @@ def upload(env: SimpleNamespace, key: str, body: str | bytes) -> dict[str, Any]:
 
 
 def handle(env: SimpleNamespace, obj: dict[str, Any], settings: InboxSettings | None = None):
-    return handle_object(env.engine, env.sfn, settings=settings or env.settings, **obj)
+    return handle_object(env.engine, SfnExecutions(env.sfn), settings=settings or env.settings, **obj)
 
 
 def request(**fields: Any) -> str:
@@ -346,12 +347,12 @@ def test_start_run_writes_distributed_map_members_and_absorbs_execution_already_
                                        type="STANDARD")["stateMachineArn"]
     kwargs = dict(machine_arn=arn, compiled=compiled, loaded=loaded, spec_text="x", catalog_text="",
                   run_id="dist-1", variables={}, options=RunOptions())
-    started = start_run(env.engine, env.sfn, **kwargs)
+    started = start_run(env.engine, SfnExecutions(env.sfn), **kwargs)
     assert not started.already_started and started.run_created
     members = env.s3.get_object(Bucket=BUCKET, Key="runs/dist-1/groups/g1.json")["Body"].read()
     assert json.loads(members) == ["shard-0", "shard-1", "shard-2"]
     env.sfn.stop_execution(executionArn=started.execution_arn)  # ended: StartExecution now raises
-    again = start_run(env.engine, env.sfn, **kwargs)
+    again = start_run(env.engine, SfnExecutions(env.sfn), **kwargs)
     assert again.already_started and not again.run_created and again.execution_arn == started.execution_arn
     assert len(executions(env, arn)) == 1
 

@@ -87,6 +87,17 @@ class S3Store:
             _raise(exc, uri, "GetObject")
             raise
 
+    def get_version(self, uri: str, version_id: str) -> bytes | None:
+        """That version of the object, or None when it (or that version) no longer exists."""
+        bucket, key = parse_s3_uri(uri)
+        try:
+            return self.client.get_object(Bucket=bucket, Key=key, VersionId=version_id)["Body"].read()
+        except ClientError as exc:
+            if _missing(exc) or str(exc.response.get("Error", {}).get("Code", "")) == "NoSuchVersion":
+                return None
+            _raise(exc, uri, "GetObject")
+            raise
+
     def put(self, uri: str, body: bytes) -> None:
         bucket, key = parse_s3_uri(uri)
         self.client.put_object(Bucket=bucket, Key=key, Body=body)

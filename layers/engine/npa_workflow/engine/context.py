@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from npa_workflow.engine.ports import JobExecutor, ObjectStore, TaskCallbacks
+from npa_workflow.engine.ports import Executions, JobExecutor, Ledger, ObjectStore, TaskCallbacks
 from npa_workflow.engine.runs import RunStore
-from npa_workflow.ledger import DynamoLedger
 
 
 @dataclass
 class Engine:
-    ledger: DynamoLedger
+    ledger: Ledger
     runs: RunStore
     store: ObjectStore
     executor: JobExecutor
@@ -20,3 +19,6 @@ class Engine:
     # Variables every job gets from the environment it runs in (locally: the embedded AWS endpoint).
     job_env: Mapping[str, str] = field(default_factory=dict)
     cancel_confirm_seconds: float = 60.0
+    # The Step Functions control plane (the inbox starts runs with it; functions that only answer tokens
+    # never touch it). None: this engine starts no executions.
+    executions: Executions | None = None

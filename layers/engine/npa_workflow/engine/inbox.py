@@ -1,6 +1,6 @@
 """The inbox: an object uploaded under `inbox/` becomes a run, or a report saying exactly why not.
 
-`handle_object(engine, sfn_client, bucket=…, key=…, version_id=…, etag=…, settings=…)` reads the object (that
+`handle_object(engine, executions, bucket=…, key=…, version_id=…, etag=…, settings=…)` reads the object (that
 version) and parses it with the project's bounded YAML loader (`read_document`: size checked on the bytes before
 anything is decoded, nesting/alias expansion bounded while parsing, `INBOX_LIMITS.max_seconds` of parsing at
 most; every other reader of an inbox object — `serve` looking for buckets to create — goes through it too).
@@ -57,13 +57,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import yaml
-from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from npa_workflow import decisions
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
 from npa_workflow.compile.names import is_legal
 from npa_workflow.engine.context import Engine
+from npa_workflow.engine.ports import Executions, MachineAlreadyExists
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import StartedRun, run_id_for_object, start_run
 from npa_workflow.engine.wiring import WiringError
@@ -217,7 +217,7 @@ def rejected_key_for(key: str) -> str:
 
 def handle_object(
     engine: Engine,
-    sfn_client: Any,
+    executions: Executions,
     *,
     bucket: str,
     key: str,
@@ -238,7 +238,7 @@ def handle_object(
         if "max_wait_seconds" not in options.model_fields_set:  # the stack's deadline, unless the request sets one
             options = options.model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
-        machine_arn, kind = _choose_machine(sfn_client, settings, prepared.loaded, compiled)
+        machine_arn, kind = _choose_machine(executions, settings, prepared.loaded, compiled)
         request_run_id = prepared.request.run_id if prepared.request else None
         run_id = request_run_id or run_id_for_object(bucket, key, version_id or (etag or "").strip('"'),
                                                      prepared.loaded.spec.name)
@@ -253,7 +253,7 @@ def handle_object(
         max_wait_seconds=options.max_wait_seconds,
     )
     started: StartedRun = start_run(
-        engine, sfn_client, machine_arn=machine_arn, compiled=compiled, loaded=prepared.loaded,
+        engine, executions, machine_arn=machine_arn, compiled=compiled, loaded=prepared.loaded,
         spec_text=prepared.spec_text, catalog_text=prepared.catalog_text, run_id=run_id,
         variables=prepared.variables, options=run_options,
         record_options={"source": uri, "version": version_id or etag or "", "machine": kind,
@@ -281,14 +281,8 @@ def with_deployed_machines(engine: Engine, settings: InboxSettings) -> InboxSett
 
 def _read_object(engine: Engine, bucket: str, key: str, version_id: str | None) -> bytes | None:
     """That version of the object when the event names one (a later upload must not change this run)."""
-    client = getattr(engine.store, "client", None)
-    if version_id and client is not None:
-        try:
-            return client.get_object(Bucket=bucket, Key=key, VersionId=version_id)["Body"].read()
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "NoSuchVersion", "404"):
-                return None
-            raise
+    if version_id:
+        return engine.store.get_version(f"s3://{bucket}/{key}", version_id)
     return engine.store.get(f"s3://{bucket}/{key}")
 
 
@@ -410,21 +404,12 @@ def _masked(node: Any) -> Any:
     return node
 
 
-def _deployed_definition(sfn_client: Any, arn: str) -> dict[str, Any] | None:
-    try:
-        return json.loads(sfn_client.describe_state_machine(stateMachineArn=arn)["definition"])
-    except ClientError as exc:
-        if str(exc.response.get("Error", {}).get("Code")) == "StateMachineDoesNotExist":
-            return None
-        raise
-
-
-def _choose_machine(sfn_client: Any, settings: InboxSettings, loaded: LoadedSpec,
+def _choose_machine(executions: Executions, settings: InboxSettings, loaded: LoadedSpec,
                     compiled: CompiledMachine) -> tuple[str, str]:
     name = loaded.spec.name
     deployed_arn = settings.state_machines.get(name)
     if deployed_arn:
-        deployed = _deployed_definition(sfn_client, deployed_arn)
+        deployed = executions.definition(deployed_arn)
         if deployed is not None and _masked(deployed) == _masked(compiled.definition):
             return deployed_arn, "deployed"
     if not settings.allow_ad_hoc:
@@ -436,7 +421,7 @@ def _choose_machine(sfn_client: Any, settings: InboxSettings, loaded: LoadedSpec
             message = f"spec {name!r} is not deployed and ad-hoc specs are not allowed"
             hint = "add it to specs/ and deploy, or set allowAdHocSpecs"
         raise Rejected([Problem("metadata.name", message, hint, file=loaded.file)])
-    return _ad_hoc_machine(sfn_client, settings, compiled), "ad-hoc"
+    return _ad_hoc_machine(executions, settings, compiled), "ad-hoc"
 
 
 def ad_hoc_definition(settings: InboxSettings, compiled: CompiledMachine) -> str:
@@ -450,31 +435,15 @@ def ad_hoc_machine_name(settings: InboxSettings, definition: str) -> str:
     return settings.ad_hoc_prefix + hashlib.sha256(definition.encode("utf-8")).hexdigest()[:AD_HOC_HASH_HEX]
 
 
-def _ad_hoc_machine(sfn_client: Any, settings: InboxSettings, compiled: CompiledMachine) -> str:
+def _ad_hoc_machine(executions: Executions, settings: InboxSettings, compiled: CompiledMachine) -> str:
     definition = ad_hoc_definition(settings, compiled)
     name = ad_hoc_machine_name(settings, definition)
-    kwargs: dict[str, Any] = {
-        "name": name, "definition": definition, "roleArn": settings.ad_hoc_role_arn, "type": "STANDARD",
-        "tracingConfiguration": {"enabled": True},
-    }
-    if settings.ad_hoc_log_group_arn:
-        kwargs["loggingConfiguration"] = {
-            "level": "ALL", "includeExecutionData": True,
-            "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": settings.ad_hoc_log_group_arn}}],
-        }
     try:
-        return sfn_client.create_state_machine(**kwargs)["stateMachineArn"]
-    except ClientError as exc:
-        if str(exc.response.get("Error", {}).get("Code")) != "StateMachineAlreadyExists":
-            raise
-    # Same name = same definition (content-addressed): reuse it, whatever else differs.
-    partition, account = _partition_account(settings.ad_hoc_role_arn)
-    return f"arn:{partition}:states:{sfn_client.meta.region_name}:{account}:stateMachine:{name}"
-
-
-def _partition_account(role_arn: str) -> tuple[str, str]:
-    parts = role_arn.split(":")
-    return (parts[1], parts[4]) if len(parts) > 4 else ("aws", "")
+        return executions.create_machine(name, definition, role_arn=settings.ad_hoc_role_arn,
+                                         log_group_arn=settings.ad_hoc_log_group_arn)
+    except MachineAlreadyExists:
+        # Same name = same definition (content-addressed): reuse it, whatever else differs.
+        return executions.machine_arn(name, settings.ad_hoc_role_arn)
 
 
 # ------------------------------------------------------------------------------------------------ rejection

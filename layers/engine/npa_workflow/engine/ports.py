@@ -1,14 +1,26 @@
-"""The small interfaces the engine talks through. The cloud (S3, Step Functions, SkyPilot) and
-the local runtime (moto, subprocess jobs) each implement them."""
+"""The small interfaces the engine talks through: jobs (`JobExecutor`), objects (`ObjectStore`), task tokens
+(`TaskCallbacks`), the run ledger (`Ledger`) and the Step Functions control plane (`Executions`). The cloud
+(S3, DynamoDB, Step Functions, SkyPilot) and the local twin (the same adapters on moto, subprocess jobs)
+implement them; the engine imports no AWS SDK, and an adapter turns its SDK's errors into the exceptions here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from npa_workflow.ledger import (
+        DecisionRecord,
+        ErrorCategory,
+        RunError,
+        RunRecord,
+        RunStatus,
+        Watermark,
+        WaveAttempt,
+        WaveStatus,
+    )
     from npa_workflow.plan.model import PlanStep
 
 Outcome = Literal[
@@ -98,6 +110,10 @@ class ObjectStore(Protocol):
         """The object's body, or None when it does not exist."""
         ...
 
+    def get_version(self, uri: str, version_id: str) -> bytes | None:
+        """That version of the object (an S3 event names the version it is about), or None when it is gone."""
+        ...
+
     def put(self, uri: str, body: bytes) -> None: ...
 
     def exists(self, uri: str) -> bool:
@@ -123,3 +139,141 @@ class TaskCallbacks(Protocol):
     def fail(self, token: str, error: str, cause: str) -> bool: ...
 
     def heartbeat(self, token: str) -> bool: ...
+
+
+class Ledger(Protocol):
+    """The run ledger (`npa_workflow.ledger.DynamoLedger`): runs, wave attempts, decisions, trigger watermarks.
+    Conditional writes that lose raise `ledger.LedgerConflict` / `AttemptExists`, never an SDK error."""
+
+    def put_run(self, run: RunRecord) -> bool: ...
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def update_run_status(self, run_id: str, status: RunStatus | str, error: RunError | None = None, *,
+                          execution_arn: str | None = None) -> RunRecord: ...
+
+    def request_cancel(self, run_id: str, note: str = "") -> str: ...
+
+    def cancel_requested(self, run_id: str) -> str | None: ...
+
+    def clear_cancel(self, run_id: str) -> None: ...
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]: ...
+
+    def begin_attempt(self, run_id: str, wave_key: str, *, state: str, attempt: int | None = None,
+                      group: str | None = None, iteration: int | None = None, job_name: str | None = None,
+                      task_token: str | None = None, replayed: bool = False, status: WaveStatus | str = ...,
+                      outputs: list[str] | None = None, note: str = "") -> WaveAttempt: ...
+
+    def get_attempt(self, run_id: str, wave_key: str, attempt: int) -> WaveAttempt | None: ...
+
+    def latest_attempt(self, run_id: str, wave_key: str) -> WaveAttempt | None: ...
+
+    def attempts(self, run_id: str, wave_key: str | None = None) -> list[WaveAttempt]: ...
+
+    def record_submission(self, run_id: str, wave_key: str, attempt: int, *, job_id: str | None = None,
+                          request_id: str | None = None, job_name: str | None = None,
+                          status: WaveStatus | str = ..., note: str = "") -> WaveAttempt: ...
+
+    def set_token(self, run_id: str, wave_key: str, attempt: int, task_token: str) -> WaveAttempt: ...
+
+    def mark_status(self, run_id: str, wave_key: str, attempt: int, status: WaveStatus | str, note: str = "",
+                    at: str | None = None) -> bool: ...
+
+    def finish_attempt(self, run_id: str, wave_key: str, attempt: int, status: WaveStatus | str,
+                       error: str | None = None, error_category: ErrorCategory | str | None = None, *,
+                       outputs: list[str] | None = None, note: str = "", started_at: str | None = None,
+                       ended_at: str | None = None) -> bool: ...
+
+    def append_timeline(self, run_id: str, wave_key: str, attempt: int, status: str, note: str = "",
+                        at: str | None = None) -> None: ...
+
+    def active_waves(self, limit: int | None = None) -> list[WaveAttempt]: ...
+
+    def record_decision(self, run_id: str, state: str, loops_key: str = "", *, uri: str, raw: str | None = None,
+                        decision: str | None = None, source: Any = "artifact", error: str | None = None,
+                        read_at: str | None = None) -> DecisionRecord: ...
+
+    def decisions(self, run_id: str, state: str | None = None) -> list[DecisionRecord]: ...
+
+    def put_watermark(self, watermark: Watermark) -> bool: ...
+
+    def watermark(self, run_id: str, state: str, loops_key: str = "") -> Watermark | None: ...
+
+    def active_watches(self, limit: int | None = None) -> list[Watermark]: ...
+
+
+# -- the Step Functions control plane ----------------------------------------------------------------------
+class ExecutionsError(Exception):
+    """Base of the `Executions` port's errors (an adapter raises these, never its SDK's)."""
+
+
+class ExecutionAlreadyExists(ExecutionsError):
+    """StartExecution with a name already used by an execution with another input (or one that ended)."""
+
+
+class ExecutionNotFound(ExecutionsError):
+    """No such execution (or state machine)."""
+
+
+class NotRedrivable(ExecutionsError):
+    """The execution cannot be redriven (it succeeded, is running, is too old, or the service has no redrive)."""
+
+
+class MachineAlreadyExists(ExecutionsError):
+    """CreateStateMachine with a name taken by a machine of another definition."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What DescribeExecution says about one execution (the fields the engine and the CLI read)."""
+
+    arn: str
+    name: str
+    machine_arn: str
+    status: str  # RUNNING | SUCCEEDED | FAILED | TIMED_OUT | ABORTED | PENDING_REDRIVE
+    input: str = ""
+    output: str | None = None
+    error: str | None = None
+    cause: str | None = None
+    redrive_status: str | None = None  # REDRIVABLE | NOT_REDRIVABLE | REDRIVABLE_BY_MAP_RUN (AWS)
+    redrive_count: int = 0
+
+
+class Executions(Protocol):
+    """Start, follow, stop and redrive executions; read and create state machines."""
+
+    def start(self, machine_arn: str, name: str, input_json: str) -> str:
+        """The execution's ARN. Same name and same input while it runs: the running execution's ARN (AWS is
+        idempotent there). Raises `ExecutionAlreadyExists` for a name used otherwise."""
+        ...
+
+    def describe(self, execution_arn: str) -> Execution:
+        """Raises `ExecutionNotFound`."""
+        ...
+
+    def stop(self, execution_arn: str, error: str, cause: str) -> bool:
+        """False when the execution does not exist (or ended already: AWS stops nothing then)."""
+        ...
+
+    def redrive(self, execution_arn: str) -> None:
+        """Raises `NotRedrivable` (`ExecutionNotFound` for an unknown execution)."""
+        ...
+
+    def history(self, execution_arn: str, *, reverse: bool = False, limit: int | None = None) -> Iterator[dict]:
+        """Every history event, oldest first (`reverse`: newest first), page by page (AWS returns at most 1,000
+        events a call, with `nextToken`). `limit`: stop after that many events."""
+        ...
+
+    def definition(self, machine_arn: str) -> dict[str, Any] | None:
+        """The machine's definition (parsed), or None when it does not exist."""
+        ...
+
+    def create_machine(self, name: str, definition: str, *, role_arn: str, log_group_arn: str = "") -> str:
+        """A Standard machine with tracing (and logging to `log_group_arn`); returns its ARN. A machine of that
+        name that exists already raises `MachineAlreadyExists`."""
+        ...
+
+    def machine_arn(self, name: str, role_arn: str) -> str:
+        """The ARN machine `name` has in this region and the account of `role_arn`."""
+        ...

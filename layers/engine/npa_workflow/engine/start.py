@@ -25,10 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from npa_workflow.compile.asl import CompiledMachine, execution_input
 from npa_workflow.engine.context import Engine
+from npa_workflow.engine.ports import ExecutionAlreadyExists, Executions
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.ledger import RunRecord, RunStatus
 from npa_workflow.protocol.run_ids import check_run_id
@@ -68,13 +67,9 @@ def run_id_for_object(bucket: str, key: str, version_or_etag: str, name: str | N
     return f"{stem}-{digest}"
 
 
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 def start_run(
     engine: Engine,
-    sfn_client: Any,
+    executions: Executions,
     *,
     machine_arn: str,
     compiled: CompiledMachine,
@@ -113,12 +108,8 @@ def start_run(
     payload = execution_input(compiled, loaded, run_id=run_id, bucket=engine.runs.bucket,
                               max_wait_seconds=options.max_wait_seconds)  # this run's deadline ($.run.deadline)
     try:
-        arn = sfn_client.start_execution(stateMachineArn=machine_arn, name=name, input=json.dumps(payload))[
-            "executionArn"
-        ]
-    except ClientError as exc:
-        if _error_code(exc) != "ExecutionAlreadyExists":
-            raise
+        arn = executions.start(machine_arn, name, json.dumps(payload))
+    except ExecutionAlreadyExists:
         return StartedRun(run_id, name, _execution_arn(machine_arn, name), True, run_created)
     # Same name and same input while the first runs: Step Functions returns the running execution, no error.
     # A run recorded before this call whose execution is this one (or not recorded yet: a concurrent delivery

@@ -27,14 +27,15 @@ from pathlib import Path
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
 from npa_workflow.engine.runs import RunStore
+from npa_workflow.protocol import environment as env_names
 
-LEDGER_TABLE_ENV = "NPA_WORKFLOW_LEDGER_TABLE"
-BUCKET_ENV = "NPA_WORKFLOW_BUCKET"
-EXECUTOR_ENV = "NPA_WORKFLOW_EXECUTOR"
-LOCAL_STATE_DIR_ENV = "NPA_WORKFLOW_LOCAL_STATE_DIR"
-HOME_ENV = "NPA_WORKFLOW_HOME"
-RETENTION_DAYS_ENV = "NPA_WORKFLOW_RETENTION_DAYS"
-STEP_SECRETS_ARN_ENV = "NPA_WORKFLOW_SECRETS_ARN"
+LEDGER_TABLE_ENV = env_names.LEDGER_TABLE
+BUCKET_ENV = env_names.BUCKET
+EXECUTOR_ENV = env_names.EXECUTOR
+LOCAL_STATE_DIR_ENV = env_names.LOCAL_STATE_DIR
+HOME_ENV = env_names.HOME
+RETENTION_DAYS_ENV = env_names.RETENTION_DAYS
+STEP_SECRETS_ARN_ENV = env_names.STEP_SECRETS_ARN
 EXECUTORS = ("local", "skypilot")
 CLIENT_POOL = 40  # ≥ engine.watch.WORKERS
 DEFAULT_REGION = "us-east-1"
@@ -110,6 +111,7 @@ def _build(env: Mapping[str, str]) -> Engine:
 
     from npa_workflow.adapters.s3_store import S3Store
     from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
+    from npa_workflow.adapters.sfn_executions import SfnExecutions
     from npa_workflow.ledger import DynamoLedger
 
     table = _required(env, LEDGER_TABLE_ENV)
@@ -132,7 +134,8 @@ def _build(env: Mapping[str, str]) -> Engine:
     retention = env.get(RETENTION_DAYS_ENV, "").strip()
     ledger = DynamoLedger(table, session.client("dynamodb", endpoint_url=endpoint, config=pooled),
                           retention_days=int(retention) if retention.isdigit() else None)
-    callbacks = SfnCallbacks(session.client("stepfunctions", endpoint_url=endpoint, config=pooled))
+    sfn = session.client("stepfunctions", endpoint_url=endpoint, config=pooled)
+    callbacks = SfnCallbacks(sfn)
     if kind == "skypilot":
         executor: JobExecutor = LazyExecutor(lambda: _skypilot_executor(env, session))
         job_env: dict[str, str] = {}
@@ -142,7 +145,7 @@ def _build(env: Mapping[str, str]) -> Engine:
         executor = LocalJobExecutor(local_state_dir(env))
         job_env = local_job_env(env)
     return Engine(ledger=ledger, runs=RunStore(store, bucket), store=store, executor=executor,
-                  callbacks=callbacks, job_env=job_env)
+                  callbacks=callbacks, job_env=job_env, executions=SfnExecutions(sfn))
 
 
 def _skypilot_executor(env: Mapping[str, str], session: object) -> JobExecutor:

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from npa_workflow import decisions
+from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.engine import wiring
@@ -514,7 +515,7 @@ class LocalRuntime:
             secret_names=tuple(opt.secret_names),
         )
         started = start_run(
-            engine, sfn, machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
+            engine, SfnExecutions(sfn), machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
             spec_text=spec_text, catalog_text=catalog_text, run_id=self.run_id, variables=variables,
             options=options, execution_name=self.execution_name,
             record_options={"local": True, **options.to_json()}, refreeze=True,

@@ -46,6 +46,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.engine import wiring
@@ -73,6 +74,7 @@ from npa_workflow.local.runtime import (
     machine_definition,
 )
 from npa_workflow.protocol import errors
+from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.stack import deployable_spec_files
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
@@ -223,10 +225,7 @@ class Serve:
             s3.put_object(Bucket=ENGINE_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
                           Body=path.read_bytes())
         s3.put_object(Bucket=ENGINE_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
-        from npa_workflow.compile.asl import CLEANUP, DECIDE, LAUNCH, TRIGGER
-
-        placeholders = {LAUNCH: arns["launch"], DECIDE: arns["decide"], TRIGGER: arns["trigger"],
-                        CLEANUP: arns["cleanup"]}
+        placeholders = {f.placeholder: arns[f.name] for f in function_table.MACHINE_INVOKED}
         return InboxSettings(state_machines=machines, allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX,
                              ad_hoc_role_arn=role_arn, function_arns=placeholders,
                              heartbeat_seconds=settings.heartbeat_seconds)
@@ -274,7 +273,8 @@ class Serve:
     def _inbox(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings, bucket: str, key: str,
                etag: str) -> None:
         self._ensure_buckets(s3, bucket, key)
-        result = handle_object(engine, sfn, bucket=bucket, key=key, version_id=None, etag=etag, settings=settings)
+        result = handle_object(engine, SfnExecutions(sfn), bucket=bucket, key=key, version_id=None, etag=etag,
+                               settings=settings)
         LOG.info("inbox %s: %s", key, result.to_json())
         _say(f"inbox {key}: {result.status}" + (f" run {result.run_id}" if result.run_id else ""))
 
