@@ -307,6 +307,26 @@ def test_schema_is_json_with_spec_properties(runner):
     assert {"apiVersion", "states"} <= set(doc["properties"])
 
 
+def test_schema_flags_what_validate_rejects_and_accepts_every_example():
+    import jsonschema
+    import yaml
+
+    from npa_workflow.spec.schema import spec_json_schema
+
+    schema = spec_json_schema()
+    state = schema["$defs"]["State"]
+    assert state["additionalProperties"] is False and {"toolRef", "tool_ref"} <= set(state["properties"])
+    assert all(p.get("description") for p in state["properties"].values())
+    specs = Path(__file__).resolve().parents[2] / "specs"
+    for path in sorted(specs.glob("*.yaml")):
+        if path.name != "tools.yaml":
+            jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+    typo = yaml.safe_load((specs / "fanout.yaml").read_text())
+    typo["states"]["prepare"]["toolRf"] = typo["states"]["prepare"].pop("toolRef")
+    with pytest.raises(jsonschema.ValidationError, match="toolRf"):
+        jsonschema.validate(typo, schema)
+
+
 def test_no_arguments_shows_help(runner):
     result = runner.invoke(app, [])
     assert result.exit_code in (0, 2)
