@@ -326,6 +326,16 @@ def test_an_unknown_key_rejects_a_spec_unless_the_request_allows_it(env):
     assert "train" in env.engine.runs.load(legacy.run_id).loaded.spec.states
 
 
+def test_a_run_request_freezes_its_staged_code_with_the_run(env):
+    uri = "s3://engine/code/" + "b" * 64 + "/"
+    ok = handle(env, upload(env, "inbox/code.yaml", request(spec="fanout", options={"codeUri": uri})))
+    assert ok.status == "started", ok.errors
+    options = env.engine.runs.load(ok.run_id).options
+    assert (options.code_uri, options.code_digest) == (uri, "b" * 64)
+    bad = handle(env, upload(env, "inbox/code-bad.yaml", request(spec="fanout", options={"codeUri": "/tmp/x"})))
+    assert bad.status == "rejected" and bad.errors[0]["path"] == "options.codeUri"
+
+
 def test_an_explicit_run_id_is_idempotent_and_never_taken_over(env):
     body = request(spec="fanout", runId="my-run-1")
     first = handle(env, upload(env, "inbox/a.yaml", body))

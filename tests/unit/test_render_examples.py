@@ -65,3 +65,13 @@ def test_render_of_an_invalid_spec_exits_1_with_the_path(tmp_path: Path) -> None
     result = CliRunner().invoke(app, ["render", str(bad)])
     assert result.exit_code == 1
     assert f"{bad}: states.a.next:" in result.output
+
+
+def test_rendered_code_mounts_load_with_skypilot(tmp_path: Path, dag_utils) -> None:
+    result = CliRunner().invoke(app, ["render", str(ROOT / "specs" / "gate-loop.yaml"), "--code-bucket", "eng",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for f in sorted(tmp_path.glob("*.yaml")):
+        [task] = dag_utils.load_dag_from_yaml_str(f.read_text()).tasks
+        assert list(task.file_mounts.values())[0].startswith("s3://eng/code/"), f.name
+        assert "cd /npa-workflow/code" in task.run

@@ -174,6 +174,9 @@ def render(
     job_groups: Annotated[bool, typer.Option(
         "--job-groups", help="Instead: the existing engine's shape, one SkyPilot JobGroup per batch of a group "
                              "(this engine does not submit these)")] = False,
+    code_bucket: Annotated[str | None, typer.Option(
+        "--code-bucket", help="Show the tasks mounting the step code as `submit` stages it in this engine bucket "
+                              "(s3://BUCKET/code/<digest>/)")] = None,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Print the SkyPilot YAML launch submits: one job per step, in plan order (first attempts)."""
@@ -190,7 +193,7 @@ def render(
                                     max_concurrency_cap=max_concurrency)
             documents = _job_group_documents(wave_plan)
         else:
-            documents = _launch_documents(loaded, the_plan)
+            documents = _launch_documents(loaded, the_plan, _code_uri(spec, loaded, code_bucket))
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
@@ -209,7 +212,16 @@ def render(
     stdout.print(f"wrote {len(documents)} file(s) to {out}")
 
 
-def _launch_documents(loaded: LoadedSpec, the_plan: Plan) -> list[tuple[str, str]]:
+def _code_uri(spec: Path, loaded: LoadedSpec, bucket: str | None) -> str:
+    """Where `submit` would stage the spec's step code in `bucket` (the digest of the folder now)."""
+    if not bucket:
+        return ""
+    from npa_workflow.render.code import code_bundle, code_root
+
+    return code_bundle(code_root(spec, loaded.catalog.workdir, loaded.catalog.source or None)).uri(bucket)
+
+
+def _launch_documents(loaded: LoadedSpec, the_plan: Plan, code_uri: str = "") -> list[tuple[str, str]]:
     """What launch submits, step by step: each wave its own job, named and fenced as launch does."""
     from npa_workflow.render import launch_document
 
@@ -225,6 +237,7 @@ def _launch_documents(loaded: LoadedSpec, the_plan: Plan) -> list[tuple[str, str
         documents.append(launch_document(
             step, workflow=the_plan.workflow, run_id=the_plan.run_id, loops=step.loops, attempt=1,
             fence_sequence=waves_of_state[step.state], secret_names=tool.secret_env if tool else (),
+            code_uri=code_uri,
         ))
     return documents
 

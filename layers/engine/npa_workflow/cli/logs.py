@@ -92,13 +92,14 @@ def logs_home() -> Path:
     return local_home()
 
 
-def _loops_of(loaded: Any) -> dict[str, list[str]]:
+def loops_of_spec(loaded: Any) -> dict[str, list[str]]:
     from npa_workflow.local.report import enclosing_loops
 
     return enclosing_loops(loaded) if loaded is not None else {}
 
 
-def _iteration(wave: Any, loops_of: dict[str, list[str]]) -> int | None:
+def wave_round(wave: Any, loops_of: dict[str, list[str]]) -> int | None:
+    """A wave's loop round: its leaf-loop iteration, else its innermost looped sequence's counter."""
     from npa_workflow.local.report import loop_counters, wave_iteration
 
     if loops_of:
@@ -108,10 +109,10 @@ def _iteration(wave: Any, loops_of: dict[str, list[str]]) -> int | None:
 
 
 def _sources(waves: list[Any], loaded: Any, home: Path) -> list[LogSource]:
-    loops_of = _loops_of(loaded)
+    loops_of = loops_of_spec(loaded)
     out = []
     for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
-        out.append(LogSource(w.state, _iteration(w, loops_of), w.attempt, w.status.value, w.job_id,
+        out.append(LogSource(w.state, wave_round(w, loops_of), w.attempt, w.status.value, w.job_id,
                              local_log_path(home, w.job_id), log_location(home, w.job_id)))
     return out
 

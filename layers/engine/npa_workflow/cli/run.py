@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from npa_workflow.cli.common import (
     AllowUnknownKeysOpt,
@@ -28,23 +26,13 @@ from npa_workflow.cli.common import (
     parse_vars,
 )
 from npa_workflow.cli.output import print_json, print_problems
+from npa_workflow.cli.progress import live_table, plan_states, print_summary, wave_dicts
 from npa_workflow.errors import SpecError
-from npa_workflow.timestamps import to_epoch
 
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
     from npa_workflow.ledger import WaveAttempt
 
 EXIT_INTERRUPTED = 130
-_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
-          "TIMED_OUT": "red"}
-
-
-def _duration(start: str | None, end: str | None) -> str:
-    begin = to_epoch(start)
-    if begin is None:
-        return ""
-    finish = to_epoch(end) or time.time()
-    return f"{max(finish - begin, 0.0):.1f}s"
 
 
 def _label(wave: WaveAttempt) -> str:
@@ -52,22 +40,19 @@ def _label(wave: WaveAttempt) -> str:
     return wave.state + (f" [{rest}]" if rest else "")
 
 
-def _latest(waves: list[WaveAttempt]) -> list[WaveAttempt]:
-    latest: dict[str, WaveAttempt] = {}
-    for w in waves:
-        if w.wave_key not in latest or w.attempt > latest[w.wave_key].attempt:
-            latest[w.wave_key] = w
-    return sorted(latest.values(), key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key))
-
-
 class LiveProgress:
     """A live table of the run's waves (TTY only)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, loaded: Any = None) -> None:
+        from npa_workflow.cli.logs import loops_of_spec
+
         self.console = console
         self.live: Live | None = None
         self.header = ""
         self.started_at = time.monotonic()
+        # Every state of the plan is shown from the start (pending ones too), each wave with its round.
+        self.states = plan_states(loaded) if loaded is not None else []
+        self.loops_of = loops_of_spec(loaded)
 
     def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
         self.header = f"run {run_id} — execution {execution_name}"
@@ -85,20 +70,8 @@ class LiveProgress:
             self.live = None
 
     def _render(self, waves: list[WaveAttempt], status: str) -> Group:
-        from npa_workflow.ledger import WaveStatus
-
-        table = Table(show_edge=False, pad_edge=False, box=None)
-        for col in ("state", "status", "attempt", "job", "duration"):
-            table.add_column(col, overflow="fold")
-        for w in _latest(waves):
-            shown = w.status.value if w.status in (WaveStatus.SUCCEEDED, WaveStatus.FAILED, WaveStatus.CANCELLED) \
-                else ("RUNNING" if w.status == WaveStatus.RUNNING else w.status.value)
-            label = "replayed" if w.replayed else shown
-            table.add_row(_label(w), Text(label, style=_STYLE.get(shown, "")), str(w.attempt), w.job_id or "",
-                          _duration(w.started_at, w.ended_at))
-        elapsed = time.monotonic() - self.started_at
-        title = Text(f"{self.header} — {status} — {elapsed:.0f}s", style="bold")
-        return Group(title, table)
+        return live_table(self.header, self.states, wave_dicts(waves, self.loops_of), status,
+                          time.monotonic() - self.started_at, self.console.width)
 
 
 class LineProgress:
@@ -149,27 +122,14 @@ def _save_traceback(exc: BaseException) -> Path:
     return path
 
 
-def print_summary(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"{report['workflow']} — run {report['run_id']}")
-    for col in ("state", "iter", "group", "attempt", "status", "job", "duration"):
-        table.add_column(col, overflow="fold")
-    for w in report["waves"]:
-        status = "REPLAYED" if w["replayed"] else w["status"]
-        table.add_row(w["state"], "" if w["iteration"] is None else str(w["iteration"]), w["group"] or "",
-                      str(w["attempt"]), Text(status, style=_STYLE.get(w["status"], "")), w["job_id"] or "",
-                      _duration(w["started_at"], w["ended_at"]))
-    console.print(table)
-    for d in report["decisions"]:
-        console.print(f"decision of {d['state']}: {d['decision']} ({d['source']}, {d['uri']})", highlight=False)
-    for m in report["watermarks"]:
-        console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
-    style = _STYLE.get(report["status"], "")
-    console.print(Text(f"{report['status']}", style=f"bold {style}"),
-                  f"— {report['state_transitions']} state transitions, {report['history_events']} history events",
-                  highlight=False)
-    if report["error"]:
-        where = f"state '{report['error']['state']}': " if report["error"]["state"] else ""
-        console.print(Text(f"error: {where}{report['error']['message']}", style="red"), highlight=False)
+def _spec_or_none(spec: Path, catalog: Path | None, var: list[str] | None, allow_unknown_keys: bool) -> Any:
+    """The spec for the live view's list of states; the run itself reports a spec that does not load."""
+    from npa_workflow.spec.load import load_spec
+
+    try:
+        return load_spec(spec, catalog=catalog, overrides=parse_vars(var), allow_unknown_keys=allow_unknown_keys)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def run_command(
@@ -236,7 +196,7 @@ def run_command(
     if as_json:
         progress = None
     elif sys.stdout.isatty():
-        progress = LiveProgress(console)
+        progress = LiveProgress(console, _spec_or_none(spec, catalog, var, allow_unknown_keys))
     else:
         progress = LineProgress()
 

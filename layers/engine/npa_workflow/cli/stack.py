@@ -9,6 +9,7 @@ chain) or `--bucket B` (submit only).
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -176,6 +177,32 @@ def _document(spec: str, variables: dict[str, str], run_id: str | None,
     return request
 
 
+def _spec_path(path: str) -> str:
+    return "$" if path == "spec" else path.removeprefix("spec.")
+
+
+def _with_code(document: dict[str, Any], spec: Path, client: Any) -> dict[str, Any]:
+    """Stage the spec's step code under `code/<digest>/` (once per content) and name it in the run request."""
+    from npa_workflow.code_stage import stage_code
+    from npa_workflow.render.code import CodeError, code_bundle, code_root
+    from npa_workflow.spec.catalog import find_catalog, load_catalog_file
+
+    catalog_path = find_catalog(None, spec)
+    workdir = load_catalog_file(catalog_path).workdir if catalog_path else ""
+    try:
+        bundle = code_bundle(code_root(spec, workdir, catalog_path))
+    except CodeError as exc:
+        raise _StackProblem(str(exc), "or pass --no-code") from None
+    from npa_workflow.engine.inbox import RUN_REQUEST_API
+
+    uri, uploaded = stage_code(client.s3, client.bucket, bundle)
+    _err(f"npa-workflow submit: code {bundle.root} -> {uri} "
+         f"({f'{len(bundle.files)} file(s) uploaded' if uploaded else 'unchanged: reused'})")
+    request = document if document.get("apiVersion") == RUN_REQUEST_API else {"apiVersion": RUN_REQUEST_API,
+                                                                              "spec": document}
+    return {**request, "options": {**request.get("options", {}), "codeUri": uri}}
+
+
 def submit_command(
     spec: Annotated[str, typer.Argument(help="Spec file, or the name of a deployed spec", show_default=False)],
     var: Annotated[list[str] | None, typer.Option("--var", help="Override a config key: KEY=VALUE")] = None,
@@ -184,6 +211,9 @@ def submit_command(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the inbox to take it")] = 60.0,
     endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
+    code: Annotated[bool, typer.Option("--code/--no-code", help="Stage the steps' code (the catalog's workdir, "
+                                                                "else the spec's folder) for the tasks to mount")]
+    = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Upload a spec (or a run request) to the stack's inbox and print the run id."""
@@ -193,7 +223,12 @@ def submit_command(
         print_problems(exc.problems)
         raise typer.Exit(1) from None
     client = stack_client(endpoint, stack, bucket, region)
+    from npa_workflow.engine.inbox import RUN_REQUEST_API
+
+    plain_spec = document.get("apiVersion") != RUN_REQUEST_API
     try:
+        if code and Path(spec).is_file():
+            document = _with_code(document, Path(spec), client)
         submitted = client.submit(document, timeout=timeout)
     except Exception as exc:
         problem = _stack_problem(exc, endpoint)
@@ -201,6 +236,10 @@ def submit_command(
             raise
         raise _fail("submit", problem) from None
     if submitted.rejected:
+        if plain_spec and document.get("apiVersion") == RUN_REQUEST_API:
+            # The spec went inline in a run request only to carry its code: report its paths as the spec's own.
+            submitted = replace(submitted, errors=[{**e, "path": _spec_path(e.get("path", "$"))}
+                                                   for e in submitted.errors])
         if as_json:
             print_json(submitted.to_json())
         _err(f"npa-workflow submit: rejected by the inbox (s3://{client.bucket}/{submitted.key}):")
@@ -213,6 +252,13 @@ def submit_command(
     if not as_json:
         sys.stdout.write(submitted.run_id + "\n")
         sys.stdout.flush()
+        from npa_workflow.cli.progress import print_summary
+
+        report = _watch("submit", submitted.run_id, endpoint, stack, bucket, region)  # what `status --watch` shows
+        print_summary(report, Console(soft_wrap=True))
+        if report["status"] != "SUCCEEDED":
+            raise typer.Exit(1)
+        return
     try:
         record = client.wait(submitted.run_id)
     except Exception as exc:
@@ -235,15 +281,41 @@ def submit_command(
 
 
 # ------------------------------------------------------------------------------------------------ status
+def _watch(command: str, run: str, endpoint: str | None, stack: str | None, bucket: str | None,
+           region: str | None) -> Any:
+    """The live view of `run`, against a stack: every state of the plan, until the run ends."""
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.cli.progress import plan_states, watch_report
+    from npa_workflow.engine.runs import RunStore
+
+    def follow(client: Any) -> Any:
+        try:
+            states = plan_states(RunStore(S3Store(client.s3), client.bucket).load(run).loaded)
+        except Exception:  # noqa: BLE001 - without the frozen spec the view lists the waves seen so far
+            states = []
+        return watch_report(lambda: client.report(run), states, Console(soft_wrap=True))
+
+    try:
+        return _on_stack(command, follow, endpoint, stack, bucket, region)
+    except KeyboardInterrupt:
+        _err(f"npa-workflow {command}: stopped watching; run {run} goes on (npa-workflow cancel to stop)")
+        raise typer.Exit(130) from None
+
+
 def status_command(
     run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
     endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Follow the run until it ends (a live table on a "
+                                                        "terminal, a line per change otherwise)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """A run's states (attempts, jobs, durations, status), decisions, watermarks and error."""
-    from npa_workflow.cli.run import print_summary
+    """A run's states (attempts, jobs, durations, status), decisions, watermarks and error; --watch follows it."""
+    from npa_workflow.cli.progress import print_summary
 
-    report = _on_stack("status", lambda client: client.report(run), endpoint, stack, bucket, region)
+    if watch and not as_json:
+        report = _watch("status", run, endpoint, stack, bucket, region)
+    else:
+        report = _on_stack("status", lambda client: client.report(run), endpoint, stack, bucket, region)
     if as_json:
         print_json(report)
     else:

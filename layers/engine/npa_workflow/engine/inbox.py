@@ -14,7 +14,8 @@ It is one of:
       vars: {shard_sleep: "5"}     # config overrides (as `--var`)
       runId: my-run                # optional; default: deterministic from the object version
       options: {retries: 1, maxConcurrency: 2, maxWaitSeconds: 600, assumeDecision: promote,
-                allowUnknownKeys: false}  # true: a legacy spec's unknown keys are warnings, not errors
+                allowUnknownKeys: false,  # true: a legacy spec's unknown keys are warnings, not errors
+                codeUri: s3://<engine bucket>/code/<sha256>/}  # the staged step code (submit does it)
 
   (unknown keys are errors).
 
@@ -159,6 +160,8 @@ class RunRequestOptions(BaseModel):
     )
     # A legacy spec's unknown keys become warnings (default: errors, as `npa-workflow validate`).
     allow_unknown_keys: bool = Field(default=False, alias="allowUnknownKeys")
+    # The step code `submit` staged (render.code): `s3://<bucket>/code/<sha256>/`; frozen with the run.
+    code_uri: str = Field(default="", alias="codeUri", pattern=r"^(s3://[a-z0-9][a-z0-9.\-]{1,62}/code/[0-9a-f]{64}/)?$")
 
 
 class RunRequest(BaseModel):
@@ -251,6 +254,8 @@ def handle_object(
     run_options = RunOptions(
         assume_decision=decisions.normalize(options.assume_decision) if options.assume_decision else "",
         max_wait_seconds=options.max_wait_seconds,
+        code_uri=options.code_uri,
+        code_digest=options.code_uri.rstrip("/").rsplit("/", 1)[-1] if options.code_uri else "",
     )
     started: StartedRun = start_run(
         engine, executions, machine_arn=machine_arn, compiled=compiled, loaded=prepared.loaded,

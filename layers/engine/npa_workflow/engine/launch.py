@@ -99,7 +99,7 @@ def _submit(
     _, doc = launch_document(
         step, workflow=run.loaded.spec.name, run_id=visit.run_id, loops=visit.loops, attempt=record.attempt,
         fence_sequence=_fence_sequence(engine, visit), secret_names=secret_names, extra_env=dict(engine.job_env),
-        name=name,
+        name=name, code_uri=run.options.code_uri,
     )
     request = JobRequest(
         name=name, step=step, task_yaml=doc, env=env, secret_names=secret_names,

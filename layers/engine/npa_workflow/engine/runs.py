@@ -25,6 +25,10 @@ class RunOptions:
     workdir: str = ""  # local runs: the spec's folder, where step commands run
     cancel_on_timeout: bool = True
     max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS  # per wave; the execution input's `$.run.deadline`
+    # The step code submit staged (render.code): every task mounts it; frozen with the run, so a later
+    # upload of the same folder cannot change what this run's tasks see.
+    code_uri: str = ""
+    code_digest: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,6 +37,8 @@ class RunOptions:
             "workdir": self.workdir,
             "cancel_on_timeout": self.cancel_on_timeout,
             "max_wait_seconds": self.max_wait_seconds,
+            "code_uri": self.code_uri,
+            "code_digest": self.code_digest,
         }
 
     @classmethod
@@ -43,6 +49,8 @@ class RunOptions:
             workdir=doc.get("workdir", ""),
             cancel_on_timeout=doc.get("cancel_on_timeout", True),
             max_wait_seconds=int(doc.get("max_wait_seconds", DEFAULT_MAX_WAIT_SECONDS)),
+            code_uri=doc.get("code_uri", ""),
+            code_digest=doc.get("code_digest", ""),
         )
 
 

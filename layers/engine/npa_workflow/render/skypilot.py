@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from npa_workflow.plan.model import PlanStep, Wave
+from npa_workflow.render.code import CODE_DIR
 from npa_workflow.render.names import (
     RenderError,
     is_env_name,
@@ -147,9 +148,11 @@ def skypilot_task(
     secret_names: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     identity: str = "",
+    code_uri: str = "",
 ) -> dict[str, Any]:
     """One SkyPilot task document for `step` (§6.2). `identity` (the wave's launch key, default the
     task name) makes NPA_WORKFLOW_ATTEMPT_ID unique per wave and attempt, loop rounds included.
+    `code_uri` (the run's staged step code, `render.code`) is mounted at CODE_DIR, where `run` starts.
 
     Env precedence: the step's (tool) env < the engine's identity variables < `extra_env`
     (the caller's word is final). Secrets carry only names; values are `SECRET_PLACEHOLDER`.
@@ -182,6 +185,8 @@ def skypilot_task(
     }
     if image:
         envs["NPA_TASK_IMAGE"] = image
+    if code_uri:
+        envs["NPA_WORKFLOW_CODE_URI"] = code_uri
     merged = {k: str(v) for k, v in step.env.items() if k not in envs}
     merged.update(envs)
     merged.update({k: str(v) for k, v in extra.items()})
@@ -196,9 +201,13 @@ def skypilot_task(
             raise RenderError(f"state '{name}': {', '.join(clash)} set both as env and as secret")
         doc["secrets"] = {s: SECRET_PLACEHOLDER for s in secrets}
 
+    if code_uri:
+        # SkyPilot copies the S3 prefix onto every node before setup; setup and run start in it.
+        doc["file_mounts"] = {CODE_DIR: code_uri}
+    cd = f"cd {CODE_DIR}\n" if code_uri else ""
     if step.setup.strip():
-        doc["setup"] = step.setup
-    doc["run"] = f"set -euo pipefail\n{shlex.join(command)}\n"
+        doc["setup"] = f"{cd}{step.setup}" if cd else step.setup
+    doc["run"] = f"set -euo pipefail\n{cd}{shlex.join(command)}\n"
 
     k8s_config = _kubernetes_config(profile)
     if k8s_config:
@@ -358,6 +367,7 @@ def launch_document(
     secret_names: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     name: str = "",
+    code_uri: str = "",
 ) -> tuple[str, str]:
     """(job name, YAML) of what launch submits for one wave: every step is its own job (a group's members
     go through the state machine's Map, a sliding window, not batches), a single-task serial document.
@@ -368,7 +378,7 @@ def launch_document(
     name = name or launch_job_name(run_id, step.state, loops, attempt)
     task = skypilot_task(
         step, workflow=workflow, run_id=run_id, fence_sequence=fence_sequence, attempt=attempt,
-        secret_names=secret_names, extra_env=extra_env, identity=wave_identity(step.state, loops),
+        secret_names=secret_names, extra_env=extra_env, identity=wave_identity(step.state, loops), code_uri=code_uri,
     )
     return name, _dump_all([{"name": name, "execution": "serial"}, task])
 

@@ -52,6 +52,8 @@ class Catalog(BaseModel):
     tools: dict[str, Tool] = Field(default_factory=dict)
     # Image families (`images: {ltx2: registry/ltx2:1.4}`): what a profile's `image: tool://ltx2` means.
     images: dict[str, str] = Field(default_factory=dict)
+    # The folder of the steps' code, relative to the catalog file: what submit ships (default: the spec's folder).
+    workdir: str = ""
     source: str = ""
 
     def get(self, name: str) -> Tool | None:
@@ -116,13 +118,17 @@ def parse_catalog(raw: Any, file: str = "") -> Catalog:
     else:
         images = {str(k): v.strip() for k, v in images_raw.items()}
     for key in raw:
-        if key not in ("apiVersion", "tools", "images"):
+        if key not in ("apiVersion", "tools", "images", "workdir"):
             problems.append(Problem(str(key), f"unknown catalog key '{key}'",
-                                    did_you_mean(str(key), ("apiVersion", "tools", "images")) or
-                                    "a catalog has apiVersion, tools and images", file=file))
+                                    did_you_mean(str(key), ("apiVersion", "tools", "images", "workdir")) or
+                                    "a catalog has apiVersion, tools, images and workdir", file=file))
+    workdir = raw.get("workdir", "")
+    if not isinstance(workdir, str):
+        problems.append(Problem("workdir", "workdir must be a folder path (relative to the catalog)", file=file))
+        workdir = ""
     if problems:
         raise SpecError(problems)
-    return Catalog(tools=tools, images=images, source=file)
+    return Catalog(tools=tools, images=images, workdir=workdir, source=file)
 
 
 # A catalog is parsed once per process (a loop over specs names the same one): by resolved path, and

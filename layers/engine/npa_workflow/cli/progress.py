@@ -1,0 +1,211 @@
+"""How a run is shown while it goes and when it ends: the live table (a terminal), one line per change
+(a pipe), and the summary; the same views for `run`, `status --watch` and `submit --wait`.
+
+The summary tells the latest execution's truth in one sentence per failure; a running run shows no
+error. Tables fit the terminal by dropping columns, never by cutting a job id.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
+         "TIMED_OUT": "red", "PENDING": "dim", "REPLAYED": "green"}
+# The normalized decision → the word a spec's `when`/`until` uses for it.
+SPEC_WORD = {"promote_checkpoint": "promote_checkpoint", "loop_back_to_inner_loop": "loop_back"}
+# Columns in the order they are given up when the terminal is narrow (state, status and job stay).
+_OPTIONAL = ("duration", "group", "attempt", "iter")
+
+
+def _epoch(text: str | None) -> float | None:
+    from npa_workflow.timestamps import to_epoch
+
+    return to_epoch(text)
+
+
+def duration(start: str | None, end: str | None) -> str:
+    begin = _epoch(start)
+    if begin is None:
+        return ""
+    finish = _epoch(end) or time.time()
+    return f"{max(finish - begin, 0.0):.1f}s"
+
+
+def run_duration(report: dict[str, Any]) -> str:
+    """From the first wave's start to the last one's end (or now, while running)."""
+    starts = [t for w in report.get("waves", []) for t in (w.get("submitted_at"), w.get("started_at")) if t]
+    ends = [w["ended_at"] for w in report.get("waves", []) if w.get("ended_at")]
+    if not starts:
+        return ""
+    end = max(ends) if ends and report.get("status") != "RUNNING" else None
+    return duration(min(starts), end)
+
+
+def error_sentence(error: dict[str, Any] | None) -> str:
+    """`state 'x': …` once, however many layers repeated it (`state 'x': state 'x' (job …): …`)."""
+    if not error:
+        return ""
+    message = str(error.get("message") or "").strip()
+    state = error.get("state")
+    if state:
+        prefix = f"state '{state}'"
+        while message.startswith(prefix + ": ") or message.startswith(prefix + " "):
+            message = message[len(prefix):].lstrip(": ").strip()
+        return f"{prefix}: {message}"
+    return message
+
+
+def decision_words(value: str) -> str:
+    """`loop_back (loop_back_to_inner_loop)`: the spec's word, then what the engine compares."""
+    word = SPEC_WORD.get(value)
+    return f"{word} ({value})" if word and word != value else value
+
+
+def fit_columns(columns: list[str], rows: list[list[str]], width: int, keep: Iterable[str]) -> list[str]:
+    """Drop optional columns (in `_OPTIONAL` order) until the widest row fits `width`."""
+    shown = list(columns)
+    keep = set(keep)
+
+    def needed(cols: list[str]) -> int:
+        idx = [columns.index(c) for c in cols]
+        widths = [max([len(c)] + [len(r[i]) for r in rows]) for c, i in zip(cols, idx, strict=True)]
+        return sum(widths) + 3 * len(cols) + 1  # cell padding and borders
+
+    for col in _OPTIONAL:
+        if needed(shown) <= width:
+            break
+        if col in shown and col not in keep:
+            shown.remove(col)
+    return shown
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]], width: int) -> Table:
+    plain = [[c.plain if isinstance(c, Text) else str(c) for c in r] for r in rows]
+    shown = fit_columns(columns, plain, width, keep=("state", "status", "job"))
+    table = Table(title=title)
+    for col in shown:
+        # Ids are whole or absent: the state and job columns never wrap.
+        table.add_column(col, no_wrap=col in ("state", "job"), overflow="fold")
+    for row in rows:
+        table.add_row(*(row[columns.index(c)] for c in shown))
+    return table
+
+
+def summary_rows(report: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for w in report["waves"]:
+        status = "REPLAYED" if w.get("replayed") else w["status"]
+        rnd = w.get("iteration")
+        rows.append([w["state"], "" if rnd is None else str(rnd), w.get("group") or "", str(w["attempt"]),
+                     Text(status, style=STYLE.get(status, "")), w.get("job_id") or "",
+                     duration(w.get("started_at"), w.get("ended_at"))])
+    return rows
+
+
+def print_summary(report: dict[str, Any], console: Console) -> None:
+    columns = ["state", "iter", "group", "attempt", "status", "job", "duration"]
+    console.print(_table(f"{report['workflow']} — run {report['run_id']}", columns, summary_rows(report),
+                         console.width))
+    for d in report.get("decisions", []):
+        console.print(f"decision of {d['state']}: {decision_words(str(d['decision']))} ({d['source']}, {d['uri']})",
+                      highlight=False)
+    for m in report.get("watermarks", []):
+        console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
+    status = report["status"]
+    took = run_duration(report)
+    console.print(Text(f"{status}" + (f" in {took}" if took else ""), style=f"bold {STYLE.get(status, '')}"),
+                  f"— {report.get('state_transitions', 0)} state transitions, {report.get('history_events', 0)} "
+                  "history events", highlight=False)
+    if report.get("error") and status != "RUNNING":  # a running run has no error yet, whatever came before
+        console.print(Text(f"error: {error_sentence(report['error'])}", style="red"), highlight=False)
+
+
+# ------------------------------------------------------------------------------------------------ live
+def plan_states(loaded: Any) -> list[str]:
+    """The states of the plan that run a job, in plan order (each once), under either decision."""
+    from npa_workflow.plan.planner import build_plan
+
+    seen: dict[str, None] = {}
+    for assumption in ("promote_checkpoint", "loop_back"):
+        try:
+            steps = build_plan(loaded, assume_decision=assumption).steps
+        except Exception:  # noqa: BLE001 - a plan-time error shows in the run itself
+            continue
+        for s in steps:
+            if s.command:
+                seen.setdefault(s.state)
+    return list(seen)
+
+
+def live_table(header: str, states: list[str], waves: list[dict[str, Any]], status: str, elapsed: float,
+               width: int) -> Group:
+    """Every state of the plan, pending ones too, with its latest wave; `k/n done` in the header."""
+    latest: dict[str, dict[str, Any]] = {}
+    for w in waves:  # in time order: the last wave of a state is its latest
+        latest[w["state"]] = w
+    names = states + [s for s in latest if s not in states]
+    rows = []
+    for name in names:
+        w = latest.get(name)
+        shown = "PENDING" if w is None else ("REPLAYED" if w.get("replayed") else w["status"])
+        rnd = "" if w is None or w.get("iteration") is None else str(w["iteration"])
+        rows.append([name, rnd, "" if w is None else str(w["attempt"]), Text(shown, style=STYLE.get(shown, "")),
+                     "" if w is None else (w.get("job_id") or ""),
+                     "" if w is None else duration(w.get("started_at"), w.get("ended_at"))])
+    done = sum(1 for n in names if n in latest and (latest[n]["status"] == "SUCCEEDED" or latest[n].get("replayed")))
+    title = Text(f"{header} — {status} — {done}/{len(names)} done — {elapsed:.0f}s", style="bold")
+    return Group(title, _table("", ["state", "iter", "attempt", "status", "job", "duration"], rows, width))
+
+
+def wave_dicts(waves: Iterable[Any], loops_of: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """Ledger wave attempts as the report's wave dicts (with their loop round), in time order."""
+    from npa_workflow.cli.logs import wave_round
+
+    out = []
+    for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
+        out.append({"state": w.state, "iteration": wave_round(w, loops_of or {}), "attempt": w.attempt,
+                    "status": w.status.value,
+                    "job_id": w.job_id, "started_at": w.started_at, "ended_at": w.ended_at,
+                    "replayed": w.replayed, "group": w.group})
+    return out
+
+
+def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console: Console,
+                 poll_seconds: float = 1.0) -> dict[str, Any]:
+    """Follow a run on a stack until it ends: the live table on a terminal, one line per change otherwise."""
+    started = time.monotonic()
+    report = fetch()
+    header = f"run {report['run_id']}"
+    if console.is_terminal:
+        from rich.live import Live
+
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            while True:
+                live.update(live_table(header, states, report["waves"], report["status"],
+                                       time.monotonic() - started, console.width))
+                if report["status"] != "RUNNING":
+                    return report
+                time.sleep(poll_seconds)
+                report = fetch()
+    seen: dict[tuple[str, Any, int], str] = {}
+    while True:
+        for w in report["waves"]:
+            key = (w["state"], w.get("iteration"), w["attempt"])
+            if seen.get(key) != w["status"]:
+                seen[key] = w["status"]
+                rnd = f" iteration {w['iteration']}" if w.get("iteration") is not None else ""
+                job = f" job {w['job_id']}" if w.get("job_id") else ""
+                sys.stdout.write(f"[{time.monotonic() - started:6.1f}s] {w['state']}{rnd} attempt {w['attempt']}: "
+                                 f"{w['status']}{job}\n")
+                sys.stdout.flush()
+        if report["status"] != "RUNNING":
+            return report
+        time.sleep(poll_seconds)
+        report = fetch()

@@ -1,0 +1,83 @@
+"""Step code that reaches the cluster: a folder, content-addressed, mounted into every task.
+
+A spec's commands (`python steps/train.py …`) run from the folder of the spec (or the `workdir` the tool
+catalog names). `submit` stages that folder once under `s3://<engine bucket>/code/<digest>/` — the digest
+is a sha256 over every file's path, mode and content, so an unchanged folder is never uploaded twice —
+and the run freezes the URI and digest. Each task then mounts it (`file_mounts`, SkyPilot copies the S3
+prefix onto the node before `setup`) and its `run` starts in it.
+
+Pure: the digest walks files, nothing here talks to S3 (`code_stage.py` does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+CODE_PREFIX = "code/"
+CODE_DIR = "/npa-workflow/code"  # where a task finds the staged folder (and starts its run)
+MANIFEST = ".npa-code.json"  # written last: a prefix holding it is complete
+SKIPPED_DIRS = {".git", "__pycache__", ".npa-workflow", ".venv", "node_modules", ".mypy_cache", ".pytest_cache"}
+SKIPPED_SUFFIXES = (".pyc", ".pyo")
+MAX_FILES = 5000
+MAX_BYTES = 200 * 1024 * 1024
+
+
+class CodeError(ValueError):
+    """A folder that cannot be staged; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class CodeBundle:
+    root: Path
+    digest: str  # sha256 hex
+    files: tuple[tuple[str, Path, bool], ...]  # (relative path, absolute path, executable)
+
+    def uri(self, bucket: str) -> str:
+        return f"s3://{bucket}/{CODE_PREFIX}{self.digest}/"
+
+
+def _walk(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for base, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(names):
+            if not name.endswith(SKIPPED_SUFFIXES) and name != MANIFEST:
+                found.append(Path(base) / name)
+    return found
+
+
+def code_bundle(root: str | Path) -> CodeBundle:
+    """The folder's files and their digest (paths, modes, contents), in a fixed order."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise CodeError(f"code folder {root} does not exist (set workdir in the tool catalog, or keep the spec "
+                        "beside its steps)")
+    files: list[tuple[str, Path, bool]] = []
+    total = 0
+    digest = hashlib.sha256()
+    for path in _walk(root):
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            continue  # symlinks and sockets are not shipped: a link may point out of the folder
+        total += info.st_size
+        if len(files) >= MAX_FILES or total > MAX_BYTES:
+            raise CodeError(f"code folder {root} holds more than {MAX_FILES} files or {MAX_BYTES // 2**20} MiB: "
+                            "point workdir at the steps' own folder, and ship data through S3")
+        rel = path.relative_to(root).as_posix()
+        executable = bool(info.st_mode & stat.S_IXUSR)
+        content = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(f"{rel}\0{'x' if executable else '-'}\0{content}\n".encode())
+        files.append((rel, path, executable))
+    return CodeBundle(root, digest.hexdigest(), tuple(files))
+
+
+def code_root(spec_path: str | Path, catalog_workdir: str = "", catalog_path: str | Path | None = None) -> Path:
+    """The folder to ship: the catalog's `workdir` (relative to the catalog file), else the spec's folder."""
+    if catalog_workdir:
+        base = Path(catalog_path).parent if catalog_path else Path(spec_path).parent
+        return (base / catalog_workdir).resolve()
+    return Path(spec_path).resolve().parent

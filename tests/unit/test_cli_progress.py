@@ -1,0 +1,65 @@
+"""How runs are shown (`cli.progress`): the summary's honesty, 80-column tables, the live view of every state."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from npa_workflow.cli.progress import error_sentence, live_table, print_summary, run_duration
+
+JOB = "local-0123456789abcdef"
+
+
+def wave(state: str, status: str, **kw) -> dict:
+    return {"state": state, "iteration": None, "group": "", "attempt": 1, "status": status, "job_id": JOB,
+            "replayed": False, "submitted_at": "2026-01-01T00:00:00.000Z", "started_at": "2026-01-01T00:00:00.500Z",
+            "ended_at": "2026-01-01T00:00:03.700Z", **kw}
+
+
+def report(**kw) -> dict:
+    return {"run_id": "r1", "workflow": "w", "status": "SUCCEEDED", "waves": [wave("train-long-state-name", "SUCCEEDED",
+            iteration=2, group="shards")], "decisions": [], "watermarks": [], "state_transitions": 3,
+            "history_events": 9, "error": None, **kw}
+
+
+def shown(doc: dict, width: int = 80) -> str:
+    out = io.StringIO()
+    print_summary(doc, Console(file=out, width=width, soft_wrap=True))
+    return out.getvalue()
+
+
+def test_an_80_column_table_keeps_job_ids_whole_and_drops_columns():
+    text = shown(report(), 60)
+    assert JOB in text  # whole, on one line
+    assert "duration" not in text  # the first column given up
+    assert "state" in text and "status" in text
+
+
+def test_the_header_says_the_real_duration_and_a_running_run_shows_no_error():
+    assert run_duration(report()) == "3.7s"
+    assert "SUCCEEDED in 3.7s" in shown(report())
+    running = shown(report(status="RUNNING", error={"state": "a", "message": "execution ended RUNNING"}))
+    assert "error" not in running
+
+
+def test_one_sentence_per_failure():
+    error = {"state": "shard-0", "message": f"state 'shard-0': state 'shard-0' (job {JOB}): job {JOB} failed"}
+    assert error_sentence(error) == f"state 'shard-0': (job {JOB}): job {JOB} failed"
+    assert error_sentence({"state": None, "message": "interrupted"}) == "interrupted"
+
+
+def test_decisions_show_the_specs_word_and_the_normalized_value():
+    doc = report(decisions=[{"state": "gate", "decision": "loop_back_to_inner_loop", "source": "artifact",
+                             "uri": "s3://b/d.json"}])
+    assert "decision of gate: loop_back (loop_back_to_inner_loop)" in shown(doc, 200)
+
+
+def test_the_live_view_lists_every_state_of_the_plan_with_k_of_n_done():
+    out = io.StringIO()
+    view = live_table("run r1", ["prepare", "train", "publish"], [wave("prepare", "SUCCEEDED"),
+                      wave("train", "RUNNING", ended_at=None)], "RUNNING", 12.0, 100)
+    Console(file=out, width=100).print(view)
+    text = out.getvalue()
+    assert "1/3 done" in text
+    assert "publish" in text and "PENDING" in text
