@@ -7,7 +7,9 @@ A run's trace is:
 - `status` and `error`: how the execution ended and the error name it failed with;
 - `waves`: the ledger's wave attempts (state, group, iteration, attempt, status), sorted — what the real
   handlers recorded while the interpreter drove them (retries show up here: neither interpreter enters a
-  state again to retry it).
+  state again to retry it);
+- `decisions`: the decisions the decide function read and recorded (state, value, source);
+- `failed_state`: the state the run's recorded failure names (the report's `error.state`).
 
 moto's side comes from `GetExecutionHistory` (`*StateEntered` events); aws-local-stepfunctions' side from its
 event log (`StateEntered`), as `harness.mjs` summarizes it.
@@ -39,11 +41,13 @@ class Trace:
     status: str
     error: str | None
     waves: tuple[tuple[Any, ...], ...]
+    decisions: tuple[tuple[Any, ...], ...] = ()
+    failed_state: str | None = None
 
     def differences(self, other: Trace) -> list[str]:
         """Each field where `other` differs, as a line naming both values (empty: the same run)."""
         lines = []
-        for field in ("status", "error", "path", "members", "waves"):
+        for field in ("status", "error", "failed_state", "path", "members", "waves", "decisions"):
             mine, theirs = getattr(self, field), getattr(other, field)
             if mine != theirs:
                 lines.append(f"{field}: {mine!r} != {theirs!r}")
@@ -62,6 +66,8 @@ def trace_of(entered: Iterable[str], definition: dict[str, Any], status: str, er
         status=status,
         error=error or None,
         waves=tuple(waves),
+        decisions=tuple(sorted((d["state"], d["decision"] or "", d["source"] or "") for d in report["decisions"])),
+        failed_state=(report.get("error") or {}).get("state"),
     )
 
 
