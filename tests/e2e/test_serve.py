@@ -88,6 +88,9 @@ def test_submit_wait_runs_a_deployed_spec_and_status_shows_its_waves(stack: Stac
     assert table.returncode == 0 and "shard-2" in table.stdout and "SUCCEEDED" in table.stdout
     join = next(w for w in report["waves"] if w["state"] == "join")
     assert f"log of join attempt 1: {stack.home / 'jobs' / (join['job_id'] + '.log')}" in table.stdout
+    serve_log = wait_until(lambda: f"run {done['run_id']}: SUCCEEDED" in (stack.home / "serve.out").read_text()
+                           or None, 30, "serve logged no SUCCEEDED for the run")
+    assert serve_log
     output = stack.cli("logs", done["run_id"], "join")  # the step's own output, found through the ledger
     assert output.returncode == 0, output.stderr
     assert output.stdout == (stack.home / "jobs" / f"{join['job_id']}.log").read_text() and output.stdout.strip()

@@ -153,7 +153,15 @@ class Serve:
     def _load_specs(self) -> list[tuple[Path, LoadedSpec]]:
         if not self.catalog.is_file():
             raise LocalRunError(f"no tool catalog at {self.catalog} (give --catalog FILE; its folder holds the specs)")
-        return [(path, load_spec(path, catalog=self.catalog)) for path in deployable_specs(self.catalog)]
+        specs = [(path, load_spec(path, catalog=self.catalog)) for path in deployable_specs(self.catalog)]
+        # Two specs with one metadata.name would deploy one machine: `submit NAME` would run either.
+        first: dict[str, Path] = {}
+        for path, loaded in specs:
+            other = first.setdefault(loaded.spec.name, path)
+            if other != path:
+                raise LocalRunError(f"{path} and {other} both have metadata.name {loaded.spec.name!r}: rename one "
+                                    "(each deployed spec names its own state machine)")
+        return specs
 
     def serve(self) -> None:
         """Start the stack and serve until `stop()` (or Ctrl-C / SIGTERM)."""
@@ -303,8 +311,12 @@ class Serve:
                 status = "ABORTED"  # moto may end a stopped execution FAILED (it follows the Catch): it was stopped
             if status == "SUCCEEDED":
                 engine.ledger.update_run_status(run.run_id, RunStatus.SUCCEEDED)
+                _say(f"run {run.run_id}: SUCCEEDED")
             elif status in ENDED:
                 self._reap(engine, sfn, run.run_id, status, desc)
+                ended = engine.ledger.get_run(run.run_id)
+                error = f" ({ended.error.message})" if ended is not None and ended.error is not None else ""
+                _say(f"run {run.run_id}: {status}{error}")
 
     def _reap(self, engine: Any, sfn: Any, run_id: str, status: str, desc: dict[str, Any]) -> None:
         """The reap Lambda: fail the tokens the execution still waits on (moto), cancel every job, record why."""
