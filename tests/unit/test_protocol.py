@@ -243,3 +243,27 @@ def test_no_module_outside_the_protocol_package_spells_a_slot_an_error_name_or_a
                 if SPELLINGS.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_engine_imports_no_aws_sdk() -> None:
+    """The engine talks through its ports (engine.ports); only adapters import boto3/botocore."""
+    import ast
+
+    offenders = []
+    for path in sorted((ROOT / "layers/engine/npa_workflow/engine").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("boto3", "botocore")]
+    assert offenders == []
+
+
+def test_a_ledger_wave_key_reads_back_through_the_report_and_the_cli() -> None:
+    from npa_workflow.cli.run import _label
+    from npa_workflow.ledger import WaveAttempt
+    from npa_workflow.local.report import loop_counters
+
+    key = WaveKey("train", {"refine": 2, "outer": 1})
+    wave = WaveAttempt(run_id="r", wave_key=key.format(), state="train", attempt=1)
+    assert loop_counters(wave) == {"outer": 1, "refine": 2}
+    assert _label(wave) == "train [outer=1,refine=2]"

@@ -28,6 +28,7 @@ from npa_workflow.cli.common import (
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.cli.progress import live_table, plan_states, print_summary, wave_dicts
 from npa_workflow.errors import SpecError
+from npa_workflow.protocol.keys import WaveKey
 
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
     from npa_workflow.ledger import WaveAttempt
@@ -36,8 +37,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _label(wave: WaveAttempt) -> str:
-    rest = wave.wave_key[len(wave.state):].lstrip("|")
-    return wave.state + (f" [{rest}]" if rest else "")
+    return WaveKey.parse(wave.wave_key, state=wave.state).label()
 
 
 class LiveProgress:

@@ -23,11 +23,15 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
 from npa_workflow.engine.runs import RunStore
 from npa_workflow.protocol import environment as env_names
+
+if TYPE_CHECKING:
+    from npa_workflow.adapters.aws_clients import AwsClients
 
 LEDGER_TABLE_ENV = env_names.LEDGER_TABLE
 BUCKET_ENV = env_names.BUCKET
@@ -107,8 +111,7 @@ def clear_cache() -> None:
 
 
 def _build(env: Mapping[str, str]) -> Engine:
-    import boto3
-
+    from npa_workflow.adapters.aws_clients import AwsClients
     from npa_workflow.adapters.s3_store import S3Store
     from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
     from npa_workflow.adapters.sfn_executions import SfnExecutions
@@ -123,21 +126,15 @@ def _build(env: Mapping[str, str]) -> Engine:
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None
     if endpoint and not region:
         region = DEFAULT_REGION
-    # Clients are created here, once, from one session: creating clients is not thread-safe, using them is.
-    session = boto3.session.Session(region_name=region)
-    # The watch pass tends waves on a thread pool (engine.watch.WORKERS): one connection per thread, not
-    # botocore's default pool of 10 (more threads than connections only queue and churn connections).
-    from botocore.config import Config
-
-    pooled = Config(max_pool_connections=CLIENT_POOL)
-    store = S3Store(session.client("s3", endpoint_url=endpoint, config=pooled))
+    # One client per service, created here once (the watch pass's thread pool shares them: engine.watch.WORKERS).
+    aws = AwsClients(endpoint_url=endpoint, region=region, pool_size=CLIENT_POOL)
+    store = S3Store(aws.client("s3"))
     retention = env.get(RETENTION_DAYS_ENV, "").strip()
-    ledger = DynamoLedger(table, session.client("dynamodb", endpoint_url=endpoint, config=pooled),
-                          retention_days=int(retention) if retention.isdigit() else None)
-    sfn = session.client("stepfunctions", endpoint_url=endpoint, config=pooled)
+    ledger = DynamoLedger(table, aws.client("dynamodb"), retention_days=int(retention) if retention.isdigit() else None)
+    sfn = aws.client("stepfunctions")
     callbacks = SfnCallbacks(sfn)
     if kind == "skypilot":
-        executor: JobExecutor = LazyExecutor(lambda: _skypilot_executor(env, session))
+        executor: JobExecutor = LazyExecutor(lambda: _skypilot_executor(env, aws))
         job_env: dict[str, str] = {}
     else:
         from npa_workflow.local.job_executor import LocalJobExecutor
@@ -148,13 +145,13 @@ def _build(env: Mapping[str, str]) -> Engine:
                   callbacks=callbacks, job_env=job_env, executions=SfnExecutions(sfn))
 
 
-def _skypilot_executor(env: Mapping[str, str], session: object) -> JobExecutor:
+def _skypilot_executor(env: Mapping[str, str], aws: AwsClients) -> JobExecutor:
     from npa_workflow.adapters.secrets import EnvironmentSecrets, SecretsManagerSecrets
     from npa_workflow.adapters.skypilot_api import SkyPilotApi
     from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
 
     secrets_arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
-    secrets = (SecretsManagerSecrets(secrets_arn, session.client("secretsmanager"))  # type: ignore[attr-defined]
+    secrets = (SecretsManagerSecrets(secrets_arn, aws.client("secretsmanager", pooled=False))
                if secrets_arn else EnvironmentSecrets(env))
     return SkyPilotExecutor(SkyPilotApi.from_environment(env), secrets)
 

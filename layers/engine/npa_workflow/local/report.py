@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from npa_workflow.ledger import DecisionRecord, RunRecord, Watermark, WaveAttempt, WaveStatus
+from npa_workflow.protocol.keys import WaveKey
 from npa_workflow.spec.validate import LoadedSpec
 
 _REPORTED_STATUS = {WaveStatus.SUCCEEDED: "SUCCEEDED", WaveStatus.FAILED: "FAILED", WaveStatus.CANCELLED: "CANCELLED"}
@@ -51,14 +52,8 @@ def enclosing_loops(loaded: LoadedSpec) -> dict[str, list[str]]:
 
 
 def loop_counters(wave: WaveAttempt) -> dict[str, int]:
-    """`train|refine=2,outer=1` → {"refine": 2, "outer": 1}."""
-    rest = wave.wave_key[len(wave.state) + 1:] if wave.wave_key.startswith(wave.state + "|") else ""
-    counters: dict[str, int] = {}
-    for part in rest.split(","):
-        name, sep, value = part.rpartition("=")
-        if sep and value.isdigit():
-            counters[name] = int(value)
-    return counters
+    """`train|outer=1,refine=2` → {"outer": 1, "refine": 2} (the wave key's own parser, protocol.keys)."""
+    return dict(WaveKey.parse(wave.wave_key, state=wave.state).loops)
 
 
 def wave_iteration(wave: WaveAttempt, loops_of: dict[str, list[str]]) -> int | None:
