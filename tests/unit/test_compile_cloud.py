@@ -49,7 +49,12 @@ def test_every_lambda_task_retries_the_lambda_service_errors_first_with_backoff(
             assert "States.ALL" not in later["ErrorEquals"], name
     launch = tasks["work"]
     # The wave budgets stay separate: Wave.Failed (workload) and Wave.InfrastructureFailed (capacity).
-    assert [r["ErrorEquals"] for r in launch["Retry"][1:]] == [["Wave.Failed"], ["Wave.InfrastructureFailed"]]
+    assert [r["ErrorEquals"] for r in launch["Retry"][1:]] == [["Wave.Failed"], ["Wave.InfrastructureFailed",
+                                                                                  "Wave.Lost"]]
+    # Every error name the watch pass sends (engine/watch.py) is retried or deliberately not: Lost is infra.
+    retried = {name for r in launch["Retry"] for name in r["ErrorEquals"]}
+    assert {"Wave.Failed", "Wave.InfrastructureFailed", "Wave.Lost"} <= retried
+    assert not {"Wave.ConfigurationFailed", "Wave.Cancelled"} & retried  # retrying cannot fix these
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

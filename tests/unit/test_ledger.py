@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -108,7 +109,9 @@ def test_run_put_get_is_create_only(ledger: DynamoLedger) -> None:
     assert got.model_dump(exclude={"expires_at"}) == record.model_dump(exclude={"expires_at"})
     assert got.options == {"max_parallel": 4, "ratio": 0.5, "tags": ["a"]}
     assert got.execution_arn == "arn:1"
-    assert got.expires_at is not None and got.expires_at > 0
+    assert got.expires_at is None  # a RUNNING run never expires: its TTL is set when it ends
+    assert ledger.update_run_status("r1", "FAILED").expires_at > time.time() + 29 * 86400
+    assert ledger.update_run_status("r1", "RUNNING").expires_at is None  # resumed: running again
     assert ledger.get_run("nope") is None
     item = raw_item(ledger, "RUN#r1", "RUN")
     assert item["runs_pk"] == "RUNS" and item["kind"] == "RUN"
@@ -417,3 +420,18 @@ def test_watermark_without_token_is_not_watched(ledger: DynamoLedger) -> None:
     ledger.put_watermark(Watermark(run_id="r1", state="t", uri="s3://b/p/", polls=3))
     ledger.put_watermark(Watermark(run_id="r2", state="t", uri="s3://b/p/", task_token="x"))
     assert [w.run_id for w in ledger.active_watches()] == ["r2"]
+
+
+def test_what_something_still_waits_on_never_expires(ledger: DynamoLedger) -> None:
+    """DynamoDB TTL deletes silently, and a wave may wait up to a year (its deadline) while the ledger keeps 30
+    days: an active attempt or a waiting watermark carries no TTL; it gets one when it ends."""
+    ledger.put_run(run())
+    ledger.begin_attempt("r1", "train", state="train", attempt=1, task_token="t")
+    assert ledger.get_attempt("r1", "train", 1).expires_at is None
+    ledger.finish_attempt("r1", "train", 1, "SUCCEEDED")
+    assert ledger.get_attempt("r1", "train", 1).expires_at > time.time() + 29 * 86400
+    waiting = Watermark(run_id="r1", state="w", uri="s3://b/p/", task_token="tok")
+    ledger.put_watermark(waiting)
+    assert ledger.watermark("r1", "w").expires_at is None
+    ledger.put_watermark(waiting.model_copy(update={"satisfied": True, "objects": 1}))
+    assert ledger.watermark("r1", "w").expires_at > time.time() + 29 * 86400

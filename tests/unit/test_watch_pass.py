@@ -198,3 +198,14 @@ def test_a_gone_token_of_a_live_execution_is_left_to_its_catch(engine, monkeypat
         assert engine.ledger.latest_attempt("live", "work|refine=1").status != WaveStatus.CANCELLED
     finally:
         engine.executor.cancel([job])
+
+
+def test_cleanup_finds_a_just_launched_attempt_the_active_index_does_not_show_yet(engine, monkeypatch):
+    """On AWS the `active` GSI is eventually consistent: cleanup reads the run's attempts from the base table."""
+    from npa_workflow.engine.cleanup import cancel_active
+
+    running_waves(engine, 1)
+    monkeypatch.setattr(engine.ledger, "active_waves", lambda limit=None: [])  # the index has not caught up
+    cancelled = cancel_active(engine, "s0", "test")
+    assert len(cancelled) == 1
+    assert engine.ledger.latest_attempt("s0", "work|refine=1").status == WaveStatus.CANCELLED

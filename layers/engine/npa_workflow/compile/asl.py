@@ -204,7 +204,10 @@ class _Compiler:
             retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": retries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
         if self.opt.max_infrastructure_recoveries > 0:
-            retry.append({"ErrorEquals": [WAVE_INFRA_FAILED], "MaxAttempts": self.opt.max_infrastructure_recoveries,
+            # Wave.Lost: the scheduler no longer knows the job (its server lost its state): an infrastructure
+            # failure like any other, retried on the same budget — the relaunch is a new attempt, a new job name.
+            retry.append({"ErrorEquals": [WAVE_INFRA_FAILED, errors.WAVE_LOST],
+                          "MaxAttempts": self.opt.max_infrastructure_recoveries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
         return task
 

@@ -31,7 +31,7 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
     Only a cancel the scheduler confirms ends the attempts; otherwise they stay active as UNKNOWN,
     so nothing relaunches the wave while its job may still run, and the watch pass keeps looking.
     """
-    waves = [w for w in engine.ledger.active_waves() if w.run_id == run_id]
+    waves = engine.ledger.open_attempts(run_id)
     job_of = {w.wave_key: w.job_id for w in waves if w.job_id}
     for w in waves:  # a launch with an unknown outcome: its job, if any, is found by its exact name
         if not w.job_id and w.job_name:
@@ -50,8 +50,8 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
             continue
         status = WaveStatus.CANCELLED if w.wave_key in job_of else WaveStatus.FAILED
         engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, status, reason, ErrorCategory.CANCELLED)
-    for mark in engine.ledger.active_watches():
-        if mark.run_id == run_id:
+    for mark in engine.ledger.watermarks(run_id):
+        if mark.task_token and not mark.satisfied:
             engine.ledger.put_watermark(mark.model_copy(update={"task_token": None}))
     return job_ids
 
@@ -78,7 +78,7 @@ def _readable_cause(cause: str) -> str:
 
 def leave_running(engine: Engine, run_id: str, reason: str) -> list[str]:
     """--no-cancel-on-timeout: end the attempts in the ledger (so reap skips them) but keep the jobs."""
-    waves = [w for w in engine.ledger.active_waves() if w.run_id == run_id]
+    waves = engine.ledger.open_attempts(run_id)
     for w in waves:
         engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.FAILED, reason,
                                      ErrorCategory.TIMEOUT)

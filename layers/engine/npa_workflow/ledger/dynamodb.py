@@ -146,6 +146,9 @@ class DynamoLedger:
     # ------------------------------------------------------------------------------------------ helpers
 
     def _expires_at(self) -> int | None:
+        """TTL of an item that has ended. An item something still waits on (a RUNNING run, an active attempt,
+        a waiting watermark) carries none: a wave may wait up to a year (its deadline) and must not vanish
+        from the ledger after `retention_days` (DynamoDB TTL deletes silently); it gets its TTL when it ends."""
         if self.retention_days is None:
             return None
         return int(time.time()) + self.retention_days * 86400
@@ -204,7 +207,7 @@ class DynamoLedger:
 
     def put_run(self, run: RunRecord) -> bool:
         """Create the RUN item. False (nothing written) if the run already exists."""
-        if run.expires_at is None:
+        if run.expires_at is None and run.status in TERMINAL_RUN:
             run = run.model_copy(update={"expires_at": self._expires_at()})
         try:
             self.client.put_item(
@@ -237,8 +240,12 @@ class DynamoLedger:
         if status in TERMINAL_RUN:
             sets.append("ended_at = :now")
             values[":now"] = {"S": utc_now()}
+            expires = self._expires_at()
+            if expires is not None:
+                sets.append(f"{TTL_ATTRIBUTE} = :expires")
+                values[":expires"] = {"N": str(expires)}
         else:
-            removes.append("ended_at")
+            removes += ["ended_at", TTL_ATTRIBUTE]  # running again (resumed): nothing may expire it
         if error is not None:
             sets.append("#error = :error")
             values[":error"] = serialize({"e": error.model_dump(exclude_none=True)})["e"]
@@ -339,7 +346,7 @@ class DynamoLedger:
             outputs=outputs or [],
             timeline=[TimelineEntry(at=now, status=status.value, note=note or ("replayed" if replayed else "begin"))],
             ended_at=now if status in TERMINAL_WAVE else None,
-            expires_at=self._expires_at(),
+            expires_at=self._expires_at() if status in TERMINAL_WAVE else None,
         )
         try:
             self.client.put_item(
@@ -384,6 +391,21 @@ class DynamoLedger:
             ConsistentRead=True,
         )
         return [WaveAttempt.from_item(i) for i in items]
+
+    def open_attempts(self, run_id: str) -> list[WaveAttempt]:
+        """The run's attempts not yet terminal, read from the base table with a consistent read. Cleanup and
+        reap use this, not `active_waves`: a GSI is eventually consistent (on AWS a just-launched attempt may
+        not be in the `active` index yet), and a job that cleanup does not see is left running."""
+        return [w for w in self.attempts(run_id) if w.status not in TERMINAL_WAVE]
+
+    def watermarks(self, run_id: str) -> list[Watermark]:
+        """Every trigger watermark of the run (consistent read of the base table)."""
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":prefix": {"S": "WATERMARK#"}},
+            ConsistentRead=True,
+        )
+        return [Watermark.from_item(i) for i in items]
 
     def _missing_or(self, exc: ClientError, run_id: str, wave_key: str, attempt: int) -> WaveAttempt:
         """The attempt as it was when a condition failed; `LedgerNotFound` when it does not exist."""
@@ -562,6 +584,10 @@ class DynamoLedger:
             **_TERMINAL_VALUES,
         }
         names = {"#status": "status"}
+        expires = self._expires_at()
+        if expires is not None:
+            sets.append(f"{TTL_ATTRIBUTE} = :expires")
+            values[":expires"] = {"N": str(expires)}
         if error is not None:
             sets.append("#error = :error")
             values[":error"] = {"S": error}
@@ -688,8 +714,8 @@ class DynamoLedger:
         Never overwrites a satisfied watermark: returns False then. So when the S3 event and the watch
         pass both see enough objects, exactly one gets True and completes the task token.
         """
-        if watermark.expires_at is None:
-            watermark = watermark.model_copy(update={"expires_at": self._expires_at()})
+        waiting = bool(watermark.task_token) and not watermark.satisfied
+        watermark = watermark.model_copy(update={"expires_at": None if waiting else self._expires_at()})
         try:
             self.client.put_item(
                 TableName=self.table_name,
