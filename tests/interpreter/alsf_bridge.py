@@ -11,11 +11,13 @@ What is real and what stands in (tests/interpreter/README in docs/interpreters.m
 - S3 and the DynamoDB ledger are a moto server on 127.0.0.1, as in the twin; jobs are local processes;
 - every Task is answered by the handler the cloud runs (`functions/<name>/handler.py`), in this process, with
   the Lambda context and error body of the twin's in-process Lambdas (`local.moto_lambda`);
-- the run is frozen and recorded by `engine.start.start_run`, the inbox's own function; its StartExecution goes to
-  `_Starter`, which hands the execution input to the harness;
+- the run is frozen and recorded by `engine.start.start_run`, the inbox's own function, through the engine's
+  `Executions` port, here `HarnessExecutions`: it hands the execution input to the harness and describes the
+  execution from the harness's end of it;
 - the engine's Step Functions callback port (`TaskCallbacks`) is `HarnessCallbacks`: SendTaskSuccess/Failure/
   Heartbeat go to the harness, which answers whether the token was still open;
-- the watch function's handler runs every `TICK_SECONDS` on a scheduled event, as EventBridge would call it, and
+- the watch function's handler runs on a scheduled event, as EventBridge would call it (every `TICK_SECONDS`, and at
+  once when a local job exits), and
   the reap handler gets the "Execution Status Change" event when the execution has ended.
 It runs in its own process because the handlers read the process environment (one engine per process).
 """
@@ -93,10 +95,9 @@ class HarnessCallbacks:
     """The engine's `TaskCallbacks` port on the second interpreter (what `adapters.sfn_callbacks` is on AWS):
     False when the token's Task is over, as SfnCallbacks answers for TaskTimedOut / InvalidToken."""
 
-    def __init__(self, channel: Channel, execution_arn: str = "", ended: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, channel: Channel, executions: HarnessExecutions) -> None:
         self.channel = channel
-        self.execution_arn = execution_arn
-        self.ended = ended if ended is not None else {}
+        self.executions = executions
 
     def _call(self, action: str, token: str, **fields: Any) -> bool:
         return bool(self.channel.request({"type": "callback", "action": action, "token": token, **fields})["accepted"])
@@ -112,25 +113,38 @@ class HarnessCallbacks:
 
     def execution_status(self, execution_arn: str) -> str | None:
         """DescribeExecution's status (the watch pass asks when a heartbeat finds a token gone)."""
-        if execution_arn != self.execution_arn:
+        from npa_workflow.engine.ports import ExecutionNotFound
+
+        try:
+            return self.executions.describe(execution_arn).status
+        except ExecutionNotFound:
             return None
-        return str(self.ended.get("status") or "RUNNING")
 
 
-class _Starter:
-    """The `Executions` port's StartExecution for `engine.start.start_run`: records the execution the harness
-    will run (nothing else of the port is used by a start)."""
+class HarnessExecutions:
+    """The engine's `Executions` port as far as starting a run goes (`engine.start.start_run`): records the
+    execution the harness will run; `describe` answers from the harness's end of it."""
 
     def __init__(self) -> None:
         self.name = ""
         self.input: dict[str, Any] = {}
         self.arn = ""
+        self.machine_arn = ""
+        self.ended: dict[str, Any] = {}
 
     def start(self, machine_arn: str, name: str, input_json: str) -> str:
-        self.name, self.input = name, json.loads(input_json)
+        self.machine_arn, self.name, self.input = machine_arn, name, json.loads(input_json)
         machine = machine_arn.rsplit(":", 1)[-1]
         self.arn = f"arn:aws:states:us-east-1:{ACCOUNT}:execution:{machine}:{name}"
         return self.arn
+
+    def describe(self, execution_arn: str) -> Any:
+        from npa_workflow.engine.ports import Execution, ExecutionNotFound
+
+        if execution_arn != self.arn:
+            raise ExecutionNotFound(execution_arn)
+        return Execution(arn=self.arn, name=self.name, machine_arn=self.machine_arn,
+                         status=str(self.ended.get("status") or "RUNNING"), input=json.dumps(self.input))
 
 
 def _arn(name: str) -> str:
@@ -164,7 +178,7 @@ def _scheduled_event() -> dict[str, Any]:
             "account": ACCOUNT, "region": "us-east-1", "resources": [], "detail": {}}
 
 
-def _status_change(starter: _Starter, status: str) -> dict[str, Any]:
+def _status_change(starter: HarnessExecutions, status: str) -> dict[str, Any]:
     return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Step Functions Execution Status Change",
             "source": "aws.states", "account": ACCOUNT, "region": "us-east-1", "resources": [starter.arn],
             "detail": {"executionArn": starter.arn, "name": starter.name, "status": status,
@@ -243,7 +257,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
         stack.callback(_stop, proc)
         channel = Channel(proc)
 
-        starter = _Starter()
+        starter = HarnessExecutions()
         catalog_path = find_catalog(case.get("catalog"), spec_path)
         start_run(
             engine, starter, machine_arn=f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:npa-workflow-alsf",
@@ -253,9 +267,10 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
             options=RunOptions(workdir=str(spec_path.resolve().parent),
                                cancel_on_timeout=bool(opts.get("cancel_on_timeout", True)), max_wait_seconds=max_wait),
         )
-        ended: dict[str, Any] = {}
-        # Every handler's engine is the cached one: give it this port for Step Functions callbacks.
-        engine.callbacks = HarnessCallbacks(channel, starter.arn, ended)
+        ended = starter.ended
+        # Every handler's engine is the cached one: give it the ports of this interpreter's Step Functions.
+        engine.callbacks = HarnessCallbacks(channel, starter)
+        engine.executions = starter  # type: ignore[assignment]
         done = threading.Event()
         # Whatever happens below, no job of the run outlives this process (the reap function cancels by exact id).
         stack.callback(_reap_quietly, run_id)
