@@ -267,3 +267,19 @@ def test_a_ledger_wave_key_reads_back_through_the_report_and_the_cli() -> None:
     wave = WaveAttempt(run_id="r", wave_key=key.format(), state="train", attempt=1)
     assert loop_counters(wave) == {"outer": 1, "refine": 2}
     assert _label(wave) == "train [outer=1,refine=2]"
+
+
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_run_and_submit_refuse_the_same_run_id_with_the_same_line(command: str, tmp_path: Path) -> None:
+    """`run --run-id a.b` used to be accepted while `submit --run-id a.b` was rejected by the inbox."""
+    import os
+    import subprocess
+    import sys
+
+    args = [str(Path(sys.executable).parent / "npa-workflow"), command, str(SPECS / "fanout.yaml"), "--run-id", "a.b"]
+    if command == "submit":
+        args += ["--endpoint", "http://127.0.0.1:9"]  # never reached: the id is checked first
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "NPA_WORKFLOW_HOME": str(tmp_path / "home")})
+    assert out.returncode != 0
+    assert run_ids.run_id_problem("a.b") in out.stderr

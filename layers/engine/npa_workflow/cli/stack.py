@@ -217,6 +217,11 @@ def submit_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Upload a spec (or a run request) to the stack's inbox and print the run id."""
+    from npa_workflow.protocol.run_ids import run_id_problem
+
+    if run_id is not None and (problem := run_id_problem(run_id)):  # the rule `run` and the inbox apply
+        _err(f"npa-workflow submit: --run-id: {problem}")
+        raise typer.Exit(2)
     try:
         document = _document(spec, parse_vars(var), run_id, allow_unknown_keys)
     except SpecError as exc:
