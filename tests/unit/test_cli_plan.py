@@ -330,7 +330,16 @@ def test_schema_flags_what_validate_rejects_and_accepts_every_example():
 def test_no_arguments_shows_help(runner):
     result = runner.invoke(app, [])
     assert result.exit_code in (0, 2)
-    assert "plan" in result.stdout
+    assert "plan" in result.output
+
+
+def test_help_at_80_columns_keeps_every_option_name_whole():
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "run", "--help"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "--retry-interval-seconds" in done.stdout and "--max-infrastructure-recoveries" in done.stdout
+    assert "…" not in done.stdout
 
 
 # --- the installed console script -----------------------------------------------------------------

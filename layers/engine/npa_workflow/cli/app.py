@@ -56,6 +56,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain help: an 80-column terminal shows every option name whole (rich's panels cut them), and it
+    # prints without rendering rich tables at start-up.
+    rich_markup_mode=None,
 )
 
 
