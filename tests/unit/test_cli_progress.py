@@ -63,3 +63,18 @@ def test_the_live_view_lists_every_state_of_the_plan_with_k_of_n_done():
     text = out.getvalue()
     assert "1/3 done" in text
     assert "publish" in text and "PENDING" in text
+
+
+def test_a_running_runs_report_has_no_error_even_if_an_earlier_execution_failed():
+    from npa_workflow.ledger import RunError, RunRecord
+    from npa_workflow.local.report import build_report
+    from npa_workflow.spec.load import load_spec_text
+
+    loaded = load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\n"
+                            "states:\n  a: {run: {shell: x}, terminal: true}\n")
+    earlier = RunRecord(run_id="r1", workflow="w", error=RunError(state="a", message="attempt 1 failed"))
+    item = earlier.to_item() | {"kind": {"S": "RUN"}}
+    running = build_report(run_id="r1", workflow="w", loaded=loaded, status="RUNNING", items=[item], execution_arn="")
+    assert running["error"] is None
+    failed = build_report(run_id="r1", workflow="w", loaded=loaded, status="FAILED", items=[item], execution_arn="")
+    assert failed["error"] == {"state": "a", "message": "attempt 1 failed"}

@@ -122,7 +122,7 @@ def execution_failure(sfn: Any, execution_arn: str, events: list[dict[str, Any]]
 
 def _error(status: str, run: RunRecord | None, sfn: Any, execution_arn: str, events: list[dict[str, Any]],
            interrupted_reason: str) -> dict[str, Any] | None:
-    if status == "SUCCEEDED":
+    if status in ("SUCCEEDED", "RUNNING"):  # a running run has no error yet, whatever an earlier execution had
         return None
     if interrupted_reason:
         return {"state": None, "message": interrupted_reason}
