@@ -124,3 +124,4 @@ def test_resume_of_an_aborted_run_tries_the_redrive_first(stack):
     result = client.resume("r2")
     assert "RedriveExecution" in calls  # on AWS this continues the stopped Task; moto has none: a new execution
     assert result["redriven"] is False and result["execution_name"] == "r2-r2"
+

@@ -161,6 +161,7 @@ def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, 
     from moto.core.config import default_user_config
 
     from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
+    from npa_workflow.adapters.sfn_executions import SfnExecutions
 
     monkeypatch.setitem(default_user_config, "stepfunctions", {"execute_state_machine": True})
 
@@ -172,6 +173,7 @@ def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, 
     if stop:
         sfn.stop_execution(executionArn=arn)
     engine.callbacks = SfnCallbacks(sfn)
+    engine.executions = SfnExecutions(sfn)
     slow = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
     engine.runs.freeze(run_id, slow, "", {}, RunOptions())
     engine.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=arn))

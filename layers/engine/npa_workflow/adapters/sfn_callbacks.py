@@ -58,16 +58,6 @@ class SfnCallbacks:
             raise
         return True
 
-    def execution_status(self, execution_arn: str) -> str | None:
-        """RUNNING / SUCCEEDED / FAILED / TIMED_OUT / ABORTED of the execution, or None if there is none (the
-        watch pass asks when a heartbeat answers that the token is gone)."""
-        try:
-            return str(self.client.describe_execution(executionArn=execution_arn)["status"])
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code", "")) in ("ExecutionDoesNotExist", "InvalidArn"):
-                return None
-            raise
-
     def heartbeat(self, token: str) -> bool:
         try:
             self.client.send_task_heartbeat(taskToken=token)

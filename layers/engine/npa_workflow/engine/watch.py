@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from npa_workflow.engine import errors
 from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.context import Engine
-from npa_workflow.engine.ports import Observation, StoreAccessDenied, TrackedJob
+from npa_workflow.engine.ports import ExecutionNotFound, Observation, StoreAccessDenied, TrackedJob
 from npa_workflow.engine.watermarks import recount_watches
 from npa_workflow.ledger import ErrorCategory, RunStatus, WaveAttempt, WaveStatus
 
@@ -137,14 +137,17 @@ class _Pass:
         execution has ended, the reap event was lost (EventBridge delivers "Execution Status Change" best
         effort; async invocations are dropped after two retries): reap here — cancel the run's jobs by
         exact id and record why. A token replaced by a later launch (redrive, resume) is not an orphan."""
-        describe = getattr(self.engine.callbacks, "execution_status", None)
+        executions = self.engine.executions
         current = self.engine.ledger.get_attempt(wave.run_id, wave.wave_key, wave.attempt)
         run = self.engine.ledger.get_run(wave.run_id)
-        if describe is None or current is None or current.task_token != wave.task_token or run is None \
+        if executions is None or current is None or current.task_token != wave.task_token or run is None \
                 or not run.execution_arn:
             return
-        status = describe(run.execution_arn)
-        if status is None or status == "RUNNING":
+        try:
+            status = executions.describe(run.execution_arn).status
+        except ExecutionNotFound:
+            return
+        if status == "RUNNING":
             return  # the Task timed out in a live execution: its Catch (cleanup) ends the attempt
         reason = (f"execution {run.execution_arn.rsplit(':', 1)[-1]} ended {status} and state '{wave.state}' "
                   "still had a job: the reap event was missed; cancelled by the watch pass")

@@ -81,7 +81,10 @@ def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
     if sfn is None or not execution_arn:
         return []
     try:
-        return list(sfn.get_execution_history(executionArn=execution_arn).get("events", []))
+        from npa_workflow.adapters.sfn_executions import SfnExecutions
+
+        # Every page: AWS answers 100 events a call by default (1,000 at most), a run may have 25,000.
+        return list(SfnExecutions(sfn).history(execution_arn))
     except Exception:  # noqa: BLE001 - the report is still useful without the history
         return []
 
