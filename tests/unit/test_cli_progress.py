@@ -78,3 +78,15 @@ def test_a_running_runs_report_has_no_error_even_if_an_earlier_execution_failed(
     assert running["error"] is None
     failed = build_report(run_id="r1", workflow="w", loaded=loaded, status="FAILED", items=[item], execution_arn="")
     assert failed["error"] == {"state": "a", "message": "attempt 1 failed"}
+
+
+def test_members_of_a_group_inside_a_loop_keep_their_round():
+    from npa_workflow.local.report import enclosing_loops
+    from npa_workflow.spec.load import load_spec_text
+
+    loaded = load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\n"
+                            "states:\n  refine: {sequence: [fan, gate], loop: {max: 2}, terminal: true}\n"
+                            "  fan: {parallel: [a, b]}\n  a: {run: {shell: a}}\n  b: {run: {shell: b}}\n"
+                            "  gate: {run: {shell: g}}\n")
+    loops = enclosing_loops(loaded)
+    assert loops["a"] == loops["b"] == loops["gate"] == ["refine"]

@@ -32,13 +32,14 @@ def _kind(item: dict[str, Any]) -> str:
 
 
 def enclosing_loops(loaded: LoadedSpec) -> dict[str, list[str]]:
-    """State → the looped sequences that contain it, outermost first (membership through nested sequences)."""
+    """State → the looped sequences that contain it, outermost first (membership through nested sequences and
+    the groups inside them)."""
     states = loaded.spec.states
     result: dict[str, list[str]] = {}
 
     def visit(name: str, loops: list[str], seen: frozenset[str]) -> None:
         st = states[name]
-        for child in st.sequence:
+        for child in [*st.sequence, *st.parallel]:  # a group's members share the group's rounds
             if child in seen or child not in states:
                 continue
             inner = loops + ([name] if st.loop is not None else [])
