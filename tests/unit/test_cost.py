@@ -243,3 +243,12 @@ def test_bad_minutes_and_prices_are_usage_errors(tmp_path) -> None:
     bad.write_text("accelerators: {H100: -1}\n")
     assert CliRunner().invoke(app, ["plan", spec, "--cost", "--prices", str(bad)]).exit_code == 2
     assert CliRunner().invoke(app, ["plan", spec, "--cost", "--assume-minutes", "x=y"]).exit_code == 2
+
+
+def test_the_cost_table_shows_the_worst_case_history_events() -> None:
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "gate-loop.yaml"), "--cost"])
+    assert result.exit_code == 0, result.output
+    estimate = estimate_cost(example("gate-loop"))
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
+            for line in result.stdout.splitlines() if line.startswith("│")}
+    assert rows["history events (max)"] == [f"{estimate.history_events:,}"] * 2

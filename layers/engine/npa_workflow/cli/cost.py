@@ -77,7 +77,8 @@ def print_cost(estimate: CostEstimate) -> None:
         row("compute", [usd(a.compute.usd) for a in runs], end_section=True)
     else:
         row("compute", ["not estimated" for _ in runs], end_section=True)
-    row("state transitions", [f"{a.state_transitions:,}" for a in runs], end_section=True)
+    row("state transitions", [f"{a.state_transitions:,}" for a in runs])
+    row("history events (max)", [f"{estimate.history_events:,}" for _ in runs], end_section=True)
     row("Lambda invocations", [f"{a.total_invocations:,}" for a in runs])
     names = list(runs[0].lambda_invocations) if runs else []
     for i, name in enumerate(names):
