@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.engine.cleanup import cleanup
 from npa_workflow.engine.wiring import engine_from_environment
-from npa_workflow.protocol.payloads import CleanupTask
+from npa_workflow.protocol.payloads import CleanupResult, CleanupTask
 
 logger = Logger(service="npa-workflow-cleanup")
 
@@ -20,4 +20,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     request = CleanupTask.model_validate(event)
     result = cleanup(engine_from_environment(), request)
     logger.warning("run failed; jobs cleaned up", extra={"state": request.state, **result})
+    CleanupResult.model_validate(result)  # what the machine's ResultSelector reads is there
     return result

@@ -8,7 +8,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.engine.wiring import engine_from_environment
-from npa_workflow.protocol.payloads import DecideTask
+from npa_workflow.protocol.payloads import DecideResult, DecideTask
 
 logger = Logger(service="npa-workflow-decide")
 
@@ -22,4 +22,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     result = decide(engine_from_environment(), request)
     logger.info("decision read", extra={"state": request.state, "purpose": request.purpose, **result})
+    DecideResult.model_validate(result)  # what the machine's ResultSelector reads is there
     return result
