@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from npa_workflow.engine import budget
+
 __all__ = [
     "API_VERSION",
     "SKYPILOT_VERSION",
@@ -884,6 +886,12 @@ class SkyPilotApi:
         headers = self._headers(data is not None)
         start = time.monotonic()
         deadline = start + self.retry_deadline
+        left = budget.remaining()  # the invocation's own deadline (engine/budget.py): never outlive the Lambda
+        if left is not None:
+            if left <= 0:
+                raise SkyPilotUnavailable(f"{method} {path}: not sent: this invocation's time budget is spent",
+                                          attempts=0)
+            deadline = min(deadline, start + left)
         attempt = 0
         while True:
             attempt += 1
