@@ -111,3 +111,11 @@ def test_a_handler_over_its_configured_timeout_fails_as_sandbox_timedout(functio
     quick = functions["client"].invoke(FunctionName=functions["names"]["sleeps"],
                                        Payload=json.dumps({"seconds": 0}).encode())
     assert not quick.get("FunctionError") and json.loads(quick["Payload"].read()) == {"slept": True}
+
+
+def test_the_handlers_event_model_decodes_the_key_as_powertools_does() -> None:
+    """What the pump sends (AWS's encoding) is what the inbox and trigger handlers read back."""
+    from npa_workflow.protocol.events import S3ObjectCreated
+
+    event = object_created_event("b", "inbox/my spec+v1 ü.yaml", etag="e", size=1, sequencer="1")
+    assert S3ObjectCreated.model_validate(event).detail.object.key == "inbox/my spec+v1 ü.yaml"

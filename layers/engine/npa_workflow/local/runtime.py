@@ -38,6 +38,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
 from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
+from npa_workflow.local.event_pump import EventPump
 from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.protocol import errors, run_ids
@@ -73,10 +75,10 @@ ENGINE_BUCKET = "npa-workflow-local"
 LEDGER_TABLE = "npa-workflow-ledger"
 REGION = "us-east-1"
 ROLE_NAME = "npa-workflow-local"
-# The handlers that run in this process (the function table's, but the inbox: `run` starts the run itself).
-HANDLER_MODULES = tuple(f.name for f in function_table.FUNCTIONS if f.name != "inbox")
+# The handlers that run in this process: the whole function table (the inbox for `serve`).
+HANDLER_MODULES = function_table.NAMES
 AWS_STATE_DIR = RUN_STATE_DIR
-WATCH_FAILURES_TOLERATED = 40  # consecutive failed watch passes (about 10 s) before the run is stopped
+WATCH_FAILURES_TOLERATED = 10  # consecutive failed watch events (each retried twice) before the run is stopped
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
 _active = threading.Lock()
 
@@ -272,6 +274,7 @@ class LocalRuntime:
         self.execution_name = ""
         self.loaded: LoadedSpec | None = None
         self._machine: Any = None  # the CompiledMachine, once deployed
+        self.pump: EventPump  # the event sources of the deployed stack, once deployed
 
     # ---------------------------------------------------------------------------------------- public
     def stop(self, reason: str = "stopped") -> None:
@@ -406,15 +409,16 @@ class LocalRuntime:
                     self._reap(engine, "the local runtime failed", "FAILED")
         with signals_ignored():
             if status == "SUCCEEDED":
-                engine.ledger.update_run_status(self.run_id, RunStatus.SUCCEEDED)
+                self._status_changed(engine, deployed, status)
             elif interrupted:
                 self._reap(engine, self._stop_reason or "interrupted (Ctrl-C)", status)
+                self._status_changed(engine, deployed, status)
             else:
-                # What the reap Lambda does on the execution's status change: no job outlives a failed run.
-                # A failure no Catch handled (so no cleanup recorded its cause) is recorded from the execution.
-                reason = self._record_uncaught_failure(engine, deployed, status)
+                # A failure no Catch handled (so no cleanup recorded its cause) is recorded from the execution,
+                # then the status change goes to the reap function: no job outlives a failed run.
+                self._record_uncaught_failure(engine, deployed, status)
                 if self.options.cancel_on_timeout:
-                    self._reap(engine, reason, status)
+                    self._status_changed(engine, deployed, status)
                 # else: the cleanup left a timed-out wave's job running on purpose (--no-cancel-on-timeout)
             if executions and self.execution_arn:
                 executions[-1].update(status=status, ended_at=utc_now())
@@ -443,6 +447,19 @@ class LocalRuntime:
             engine.ledger.update_run_status(self.run_id, RunStatus(status), RunError(state=state, message=message))
         return message
 
+    def _status_changed(self, engine: Any, deployed: _Deployed | None, status: str) -> None:
+        """EventBridge's "Execution Status Change" for the ended execution, to the reap function (SUCCEEDED:
+        it records the run's end; FAILED/ABORTED/TIMED_OUT: it cancels every job of the run by exact id)."""
+        if deployed is None or not self.execution_arn:
+            return
+        desc = dict(deployed.clients["stepfunctions"].describe_execution(executionArn=self.execution_arn))
+        desc["status"] = status  # moto may describe a stopped execution FAILED (see local.serve.record_stops)
+        if self.pump.execution_status_changed(desc) is None:  # reap failed every attempt: still leave nothing
+            if status == "SUCCEEDED":
+                engine.ledger.update_run_status(self.run_id, RunStatus.SUCCEEDED)
+            else:
+                self._reap(engine, f"execution ended {status}", status)
+
     def _reap(self, engine: Any, reason: str, status: str) -> None:
         from npa_workflow.engine.cleanup import reap
 
@@ -469,6 +486,7 @@ class LocalRuntime:
                 ) from None
         ledger.create_table()
         role_arn, arns = deploy_functions(clients)
+        self.pump = event_pump(clients, role_arn, self.home / "runs" / self.run_id / "lambda-failures.jsonl")
         deployed = _Deployed(clients=clients, role_arn=role_arn, function_arns=arns)
         options = CompileOptions(
             max_wait_seconds=self.options.max_wait_seconds,
@@ -524,21 +542,20 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- the run
     def _wait(self, engine: Any, sfn: Any) -> str:
-        from npa_workflow.engine.watch import watch_pass
-
         failures = 0
         exits = JobExits(self.home / "jobs")
         while True:
             if self._stop.is_set():
                 raise RunInterrupted(self._stop_reason)
-            try:
-                watch_pass(engine)
+            # The scheduled watch event, to the deployed watch function (its retries are the pump's).
+            if self.pump.scheduled_watch() is not None:
                 failures = 0
-            except Exception as exc:  # noqa: BLE001 - a transient error must not end the run; a lasting one must
+            else:  # a transient error must not end the run; a lasting one must
                 failures += 1
-                LOG.warning("watch pass failed (%d in a row): %s", failures, exc)
+                LOG.warning("the watch function failed (%d in a row)", failures)
                 if failures >= WATCH_FAILURES_TOLERATED:
-                    self._stop_reason = f"the watch pass failed {failures} times in a row; last error: {exc}"
+                    self._stop_reason = (f"the watch function failed {failures} times in a row; its events are in "
+                                         f"{self.pump.failures_path}")
                     raise RunInterrupted(self._stop_reason) from None
             status = sfn.describe_execution(executionArn=self.execution_arn)["status"]
             waves = engine.ledger.attempts(self.run_id)
@@ -628,6 +645,9 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.enter_context(moto_fixes())
     stack.enter_context(in_process_lambdas())
     stack.enter_context(handler_logs_to(lambdas_log))
+    # Powertools warns on stderr when a pass published no metric (a quiet watch tick): not news for a CLI user.
+    stack.enter_context(warnings.catch_warnings())
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     return durable
 
 
@@ -660,6 +680,25 @@ def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
             Environment={"Variables": function_env},
         )["FunctionArn"]
     return role_arn, arns
+
+
+def event_pump(clients: Mapping[str, Any], role_arn: str, failures_path: Path) -> EventPump:
+    """Deploy the functions of the table that EventBridge invokes in the cloud (watch, reap, inbox: no state
+    machine does) beside the machine-invoked ones, and return the pump that delivers the stack's events to them
+    and to the trigger."""
+    code = _dummy_zip()
+    function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
+                                               wiring.LOCAL_STATE_DIR_ENV)}
+    names = {fn.name: f"npa-workflow-{fn.name}" for fn in function_table.MACHINE_INVOKED}
+    for fn in function_table.FUNCTIONS:
+        if fn.machine_invoked:
+            continue
+        names[fn.name] = clients["lambda"].create_function(
+            FunctionName=f"npa-workflow-{fn.name}", Runtime="python3.11", Role=role_arn, Handler=fn.handler,
+            Code={"ZipFile": code}, Timeout=fn.timeout_seconds, MemorySize=fn.memory_mb,
+            Environment={"Variables": function_env},
+        )["FunctionName"]
+    return EventPump(clients["lambda"], names, failures_path)
 
 
 def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:

@@ -46,20 +46,26 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.engine import wiring
 from npa_workflow.engine.inbox import (
+    AD_HOC_PREFIX_ENV,
+    AD_HOC_ROLE_ENV,
+    ALLOW_AD_HOC_ENV,
     CATALOG_KEY,
     DEPLOYED_SPECS_PREFIX,
+    FUNCTION_ARN_ENVS,
+    HEARTBEAT_ENV,
     INBOX_PREFIX,
+    STATE_MACHINES_ENV,
     InboxSettings,
-    handle_object,
     read_document,
 )
 from npa_workflow.ledger import RunError, RunStatus
 from npa_workflow.local.durable_aws import DurableAws
+from npa_workflow.local.event_pump import EventPump
+from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.runtime import (
     _S3_BUCKET,
     ENGINE_BUCKET,
@@ -70,8 +76,10 @@ from npa_workflow.local.runtime import (
     deploy_functions,
     embedded_aws_env,
     enter_embedded_aws,
+    event_pump,
     local_home,
     machine_definition,
+    process_environment,
 )
 from npa_workflow.protocol import errors
 from npa_workflow.protocol import functions as function_table
@@ -144,6 +152,7 @@ class Serve:
         self._seen: dict[tuple[str, str], str] = {}
         self._stopped: set[str] = set()  # execution ARNs StopExecution was called for (see record_stops)
         self._durable: DurableAws | None = None
+        self.pump: EventPump  # once deployed
         self.endpoint_url = ""
 
     def stop(self) -> None:
@@ -191,6 +200,7 @@ class Serve:
             # then writes the current specs and catalog over them), its ledger after the table exists.
             durable.restore_objects()
             settings = self._deploy(clients, engine, specs)
+            stack.enter_context(process_environment(inbox_environment(settings)))  # the inbox function's
             durable.restore_items()
             self._durable = durable
             delivered = durable.delivered(OBJECT_EVENTS)
@@ -219,6 +229,7 @@ class Serve:
                 LOG.warning("cannot create the local bucket %s: %s", bucket, exc)
         engine.ledger.create_table()
         role_arn, arns = deploy_functions(clients)
+        self.pump = event_pump(clients, role_arn, self.home / "serve" / "lambda-failures.jsonl")
         settings = InboxSettings(allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX, ad_hoc_role_arn=role_arn,
                                  function_arns={})
         # Compile exactly as the inbox will (its defaults), so its comparison picks the deployed machine.
@@ -233,7 +244,7 @@ class Serve:
             s3.put_object(Bucket=ENGINE_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
                           Body=path.read_bytes())
         s3.put_object(Bucket=ENGINE_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
-        placeholders = {f.placeholder: arns[f.name] for f in function_table.MACHINE_INVOKED}
+        placeholders = {fn.placeholder: arns[fn.name] for fn in function_table.MACHINE_INVOKED}
         return InboxSettings(state_machines=machines, allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX,
                              ad_hoc_role_arn=role_arn, function_arns=placeholders,
                              heartbeat_seconds=settings.heartbeat_seconds)
@@ -247,44 +258,42 @@ class Serve:
 
     # ---------------------------------------------------------------------------------------- the loop
     def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
-        from npa_workflow.engine.watch import watch_pass
-
         sfn = clients["stepfunctions"]
+        exits = JobExits(self.home / "jobs")
         while not self._stop.is_set():
             started = time.monotonic()
-            for step in (lambda: self._object_events(engine, clients["s3"], sfn, settings),
-                         lambda: watch_pass(engine),
+            for step in (lambda: self._object_events(clients["s3"]),
+                         self.pump.scheduled_watch,
                          lambda: self._execution_changes(engine, sfn)):
                 try:
                     step()
                 except Exception as exc:  # noqa: BLE001 - one failed pass must not stop the stack
                     LOG.warning("serve: a pass failed: %s", exc, exc_info=True)
-            self._stop.wait(max(0.0, self.options.tick_seconds - (time.monotonic() - started)))
+            # a job's exit wakes the watch at once; the tick is the safety net
+            exits.wait(max(0.0, self.options.tick_seconds - (time.monotonic() - started)), self._stop)
 
-    def _object_events(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings) -> None:
-        from npa_workflow.engine.watermarks import on_object_created
-
+    def _object_events(self, s3: Any) -> None:
+        """S3 → EventBridge, emulated by listing: each new key or new ETag is one "Object Created" event to the
+        rules' targets (the inbox for `inbox/` of the engine bucket, the trigger for every object)."""
         for bucket in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
                 for obj in page.get("Contents", []):
                     key, etag = obj["Key"], str(obj.get("ETag", ""))
                     if self._seen.get((bucket, key)) == etag:
                         continue
-                    if bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX):
-                        self._inbox(engine, s3, sfn, settings, bucket, key, etag)
-                    on_object_created(engine, bucket, key)
+                    inbox = bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX)
+                    if inbox:
+                        self._ensure_buckets(s3, bucket, key)
+                    results = self.pump.object_created(bucket, key, etag=etag, size=int(obj.get("Size", 0)),
+                                                       inbox=inbox)
+                    if inbox:
+                        done = results.get("inbox") or {"status": "failed (see serve/lambda-failures.jsonl)"}
+                        _say(f"inbox {key}: {done.get('status')}"
+                             + (f" run {done['run_id']}" if done.get("run_id") else ""))
                     # Delivered: a restarted serve does not deliver it again (killed before this line, it does).
                     self._seen[(bucket, key)] = etag
                     if self._durable is not None:
                         self._durable.record_delivered(OBJECT_EVENTS, json.dumps([bucket, key]), etag)
-
-    def _inbox(self, engine: Any, s3: Any, sfn: Any, settings: InboxSettings, bucket: str, key: str,
-               etag: str) -> None:
-        self._ensure_buckets(s3, bucket, key)
-        result = handle_object(engine, SfnExecutions(sfn), bucket=bucket, key=key, version_id=None, etag=etag,
-                               settings=settings)
-        LOG.info("inbox %s: %s", key, result.to_json())
-        _say(f"inbox {key}: {result.status}" + (f" run {result.run_id}" if result.run_id else ""))
 
     def _ensure_buckets(self, s3: Any, bucket: str, key: str) -> None:
         """An ad-hoc spec's buckets exist locally before its steps write to them (the cloud has them already)."""
@@ -310,7 +319,7 @@ class Serve:
             if run.execution_arn in self._stopped:
                 status = "ABORTED"  # moto may end a stopped execution FAILED (it follows the Catch): it was stopped
             if status == "SUCCEEDED":
-                engine.ledger.update_run_status(run.run_id, RunStatus.SUCCEEDED)
+                self.pump.execution_status_changed(desc)  # the reap function records the run's end
                 _say(f"run {run.run_id}: SUCCEEDED")
             elif status in ENDED:
                 self._reap(engine, sfn, run.run_id, status, desc)
@@ -339,7 +348,8 @@ class Serve:
             if run is None or run.status != RunStatus.RUNNING:
                 break
             time.sleep(0.05)
-        reap(engine, run_id, reason, status=RunStatus(status))
+        if self.pump.execution_status_changed({**desc, "status": status}) is None:
+            reap(engine, run_id, reason, status=RunStatus(status))  # the reap function failed: leave no job
         run = engine.ledger.get_run(run_id)
         if run is not None and (status != "FAILED" or run.error is None) and (
                 run.status != RunStatus(status) or run.error is None):
@@ -377,6 +387,19 @@ class Serve:
                                                cause=reason)
                     with contextlib.suppress(Exception):
                         reap(engine, run.run_id, reason)
+
+
+def inbox_environment(settings: InboxSettings) -> dict[str, str]:
+    """The inbox function's configuration, as the CDK app passes it (`InboxSettings.from_environment` reads it)."""
+    env = {
+        STATE_MACHINES_ENV: json.dumps(dict(settings.state_machines)),
+        ALLOW_AD_HOC_ENV: "true" if settings.allow_ad_hoc else "false",
+        AD_HOC_PREFIX_ENV: settings.ad_hoc_prefix,
+        AD_HOC_ROLE_ENV: settings.ad_hoc_role_arn,
+        HEARTBEAT_ENV: str(settings.heartbeat_seconds),
+    }
+    env.update({FUNCTION_ARN_ENVS[p]: arn for p, arn in settings.function_arns.items() if p in FUNCTION_ARN_ENVS})
+    return env
 
 
 def _say(line: str) -> None:
