@@ -113,9 +113,10 @@ def test_a_handler_over_its_configured_timeout_fails_as_sandbox_timedout(functio
     assert not quick.get("FunctionError") and json.loads(quick["Payload"].read()) == {"slept": True}
 
 
-def test_the_handlers_event_model_decodes_the_key_as_powertools_does() -> None:
-    """What the pump sends (AWS's encoding) is what the inbox and trigger handlers read back."""
-    from npa_workflow.protocol.events import S3ObjectCreated
+def test_the_engine_reads_back_the_key_the_pump_encodes() -> None:
+    """What the pump sends (AWS's encoding) is what the inbox and trigger read back first (`event_key_forms`)."""
+    from npa_workflow.protocol.events import S3ObjectCreated, event_key_forms
 
     event = object_created_event("b", "inbox/my spec+v1 ü.yaml", etag="e", size=1, sequencer="1")
-    assert S3ObjectCreated.model_validate(event).detail.object.key == "inbox/my spec+v1 ü.yaml"
+    key = S3ObjectCreated.model_validate(event).detail.object.key
+    assert event_key_forms(key)[0] == "inbox/my spec+v1 ü.yaml"
