@@ -45,7 +45,7 @@ def test_the_header_says_the_real_duration_and_a_running_run_shows_no_error():
 
 def test_one_sentence_per_failure():
     error = {"state": "shard-0", "message": f"state 'shard-0': state 'shard-0' (job {JOB}): job {JOB} failed"}
-    assert error_sentence(error) == f"state 'shard-0': (job {JOB}): job {JOB} failed"
+    assert error_sentence(error) == f"state 'shard-0': job {JOB} failed"
     assert error_sentence({"state": None, "message": "interrupted"}) == "interrupted"
 
 

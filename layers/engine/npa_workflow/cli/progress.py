@@ -7,6 +7,7 @@ error. Tables fit the terminal by dropping columns, never by cutting a job id.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -58,6 +59,9 @@ def error_sentence(error: dict[str, Any] | None) -> str:
         prefix = f"state '{state}'"
         while message.startswith(prefix + ": ") or message.startswith(prefix + " "):
             message = message[len(prefix):].lstrip(": ").strip()
+        job = re.match(r"\(job ([^)\s]+)\):\s*", message)
+        if job and job.group(1) in message[job.end():]:  # `(job J): job J … failed` says J once
+            message = message[job.end():]
         return f"{prefix}: {message}"
     return message
 

@@ -231,6 +231,9 @@ def run_command(
         print_json(report)
     else:
         print_summary(report, console)
+        failed = (report.get("error") or {}).get("state")
+        if report["status"] != "SUCCEEDED" and failed:
+            console.print(f"its output: npa-workflow logs {report['run_id']} {failed}", highlight=False)
     if report["status"] == "SUCCEEDED":
         return
     interrupted = report["status"] == "ABORTED" and report["error"] and report["error"]["state"] is None
