@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from npa_workflow.cli.common import CatalogOpt, VarOpt, load_or_exit
+from npa_workflow.cli.common import AllowUnknownKeysOpt, CatalogOpt, VarOpt, load_or_exit
 from npa_workflow.cli.output import print_problems, stdout
 from npa_workflow.cli.stack import BucketOpt, EndpointOpt, RegionOpt, StackOpt
 from npa_workflow.errors import SpecError
@@ -79,6 +79,7 @@ def graph_command(
     stack: StackOpt = None,
     bucket: BucketOpt = None,
     region: RegionOpt = None,
+    allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Draw the spec: states, groups with their bound, loops with their back edge, branches with their `when`."""
     from npa_workflow.compile.asl import compile_spec
@@ -94,7 +95,7 @@ def graph_command(
     if fmt is GraphFormat.png and out is None and sys.stdout.isatty():
         # A usage error (exit 2), found before any work: binary data must not reach a terminal.
         raise typer.BadParameter("png is binary data: pass --out FILE.png (or redirect stdout)", param_hint="--format")
-    loaded = load_or_exit(spec, catalog, var)
+    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
     try:
         graph = build_graph(loaded, compile_spec(loaded))
     except SpecError as exc:

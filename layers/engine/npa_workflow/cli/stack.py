@@ -383,7 +383,7 @@ def list_command(
         return
     table = Table(show_edge=False, box=None)
     for col in ("run", "workflow", "status", "started"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col == "run", overflow="fold")  # a run id is whole or absent
     for row in rows:
         table.add_row(row["run_id"], row["workflow"], Text(row["status"]), row["started_at"])
     Console(soft_wrap=True).print(table)
