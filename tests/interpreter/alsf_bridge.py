@@ -95,9 +95,8 @@ class HarnessCallbacks:
     """The engine's `TaskCallbacks` port on the second interpreter (what `adapters.sfn_callbacks` is on AWS):
     False when the token's Task is over, as SfnCallbacks answers for TaskTimedOut / InvalidToken."""
 
-    def __init__(self, channel: Channel, executions: HarnessExecutions) -> None:
+    def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.executions = executions
 
     def _call(self, action: str, token: str, **fields: Any) -> bool:
         return bool(self.channel.request({"type": "callback", "action": action, "token": token, **fields})["accepted"])
@@ -110,15 +109,6 @@ class HarnessCallbacks:
 
     def heartbeat(self, token: str) -> bool:
         return self._call("heartbeat", token)
-
-    def execution_status(self, execution_arn: str) -> str | None:
-        """DescribeExecution's status (the watch pass asks when a heartbeat finds a token gone)."""
-        from npa_workflow.engine.ports import ExecutionNotFound
-
-        try:
-            return self.executions.describe(execution_arn).status
-        except ExecutionNotFound:
-            return None
 
 
 class HarnessExecutions:
@@ -269,8 +259,8 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
         )
         ended = starter.ended
         # Every handler's engine is the cached one: give it the ports of this interpreter's Step Functions.
-        engine.callbacks = HarnessCallbacks(channel, starter)
-        engine.executions = starter  # type: ignore[assignment]
+        engine.callbacks = HarnessCallbacks(channel)
+        engine.executions = starter  # type: ignore[assignment]  # the watch pass describes it for orphan tokens
         done = threading.Event()
         # Whatever happens below, no job of the run outlives this process (the reap function cancels by exact id).
         stack.callback(_reap_quietly, run_id)
