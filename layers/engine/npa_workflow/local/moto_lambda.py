@@ -48,6 +48,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -73,6 +74,9 @@ _lock = threading.RLock()
 _original: Callable[..., tuple[str, bool, str]] | None = None
 _apply_env = True
 _env_conflicts_logged: set[tuple[str, str]] = set()
+# Invocations per Handler string in this process, whoever invoked (a state machine, the event pump, Invoke):
+# what lets a test assert the twin ran every function of the table.
+invocations: Counter[str] = Counter()
 
 
 class MotoAdapterError(RuntimeError):
@@ -242,6 +246,8 @@ def _call_within(timeout: float, handler: Callable[[Any, Any], Any], event: Any,
 
 def _invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
     """Replacement for ``LambdaFunction._invoke_lambda``: call the handler in this process."""
+    with _lock:
+        invocations[self.handler] += 1
     if _apply_env:
         _apply_function_env(self)
     try:

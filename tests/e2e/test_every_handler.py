@@ -1,0 +1,97 @@
+"""The twin runs every function of the table on its real handler: `serve` in this process, two runs submitted to
+its inbox (one that waits on a trigger and branches on a decision, one that fails), and the in-process Lambda
+adapter's count of invocations names each handler of `protocol.functions`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_support import CLI, aws_client, wait_until, workspace, write_spec  # noqa: E402
+
+from npa_workflow.ledger import DynamoLedger  # noqa: E402
+from npa_workflow.local import moto_lambda  # noqa: E402
+from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
+from npa_workflow.local.serve import Serve, ServeOptions  # noqa: E402
+from npa_workflow.protocol import functions as function_table  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+FLOW = """\
+config:
+  bucket: npa-workflow-examples
+  prefix: "every/{{run.id}}"
+  landing_uri: "s3://{{config.bucket}}/{{config.prefix}}/landing/"
+  dataset_uri: "s3://{{config.bucket}}/{{config.prefix}}/landing/dataset.json"
+  metrics_uri: "s3://{{config.bucket}}/{{config.prefix}}/metrics.json"
+  decision_uri: "s3://{{config.bucket}}/{{config.prefix}}/decision.json"
+  learning_rate: "0.01"
+  gate_decision: promote_checkpoint
+initial: prepare
+states:
+  prepare:
+    toolRef: examples.data.prepare
+    outputs: [{uri: "{{config.dataset_uri}}", schema: dataset}]
+    next: train
+  train:
+    trigger: {uri: "{{config.landing_uri}}", pollSeconds: 1, maxPolls: 60, minObjects: 1}
+    toolRef: examples.train.fit
+    outputs: [{uri: "{{config.metrics_uri}}", schema: metrics}]
+    next: gate
+  gate:
+    toolRef: examples.eval.gate
+    outputs: [{uri: "{{config.decision_uri}}", schema: decision}]
+    transitions: [{when: promote_checkpoint, goto: done}]
+    next: done
+  done: {run: {argv: ["true"]}, terminal: true}
+"""
+
+FAILS = """\
+config: {bucket: npa-workflow-examples, prefix: "fails/{{run.id}}"}
+initial: boom
+states:
+  boom:
+    toolRef: examples.util.step
+    terminal: true
+    params: {step_fail: boom, step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/boom.json"}
+"""
+
+
+def test_serve_invokes_every_handler_of_the_function_table(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    flow, fails = write_spec(ws, "every-flow", FLOW), write_spec(ws, "every-fails", FAILS)
+    endpoint: list[str] = []
+    serve = Serve(ServeOptions(catalog=ws / "tools.yaml", home=tmp_path / "home", tick_seconds=0.2),
+                  on_endpoint=endpoint.append)
+    before = dict(moto_lambda.invocations)
+    thread = threading.Thread(target=serve.serve, name="serve", daemon=True)
+    thread.start()
+    try:
+        url = wait_until(lambda: endpoint[0] if endpoint else None, 60, "serve did not start")
+        env = {**os.environ, "NPA_WORKFLOW_HOME": str(tmp_path / "home"), "NPA_WORKFLOW_ENDPOINT": url}
+        env.pop("AWS_ENDPOINT_URL", None)
+        for spec in (flow, fails):
+            done = subprocess.run([*CLI, "submit", str(spec)], env=env, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", url))
+
+        def ended() -> dict[str, str] | None:
+            runs = {r.workflow: r.status.value for r in ledger.list_runs(limit=10)}
+            return runs if len(runs) == 2 and "RUNNING" not in runs.values() else None
+
+        runs = wait_until(ended, 150, "the two runs did not end", interval=0.5)
+        assert runs == {"every-flow": "SUCCEEDED", "every-fails": "FAILED"}
+        time.sleep(0.5)  # the status-change events of the last execution
+    finally:
+        serve.stop()
+        thread.join(timeout=60)
+    ran = {handler: n - before.get(handler, 0) for handler, n in moto_lambda.invocations.items()}
+    missing = [f.name for f in function_table.FUNCTIONS if ran.get(f.handler, 0) < 1]
+    assert not missing, f"handlers the twin never invoked: {missing} (invocations: {ran})"
