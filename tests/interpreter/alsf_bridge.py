@@ -31,7 +31,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -163,16 +162,12 @@ def _invoke_handler(function_arn: str, event: Any, handlers: Mapping[str, str]) 
     return {"ok": True, "payload": result}
 
 
-def _scheduled_event() -> dict[str, Any]:
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-            "account": ACCOUNT, "region": "us-east-1", "resources": [], "detail": {}}
-
-
 def _status_change(starter: HarnessExecutions, status: str) -> dict[str, Any]:
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Step Functions Execution Status Change",
-            "source": "aws.states", "account": ACCOUNT, "region": "us-east-1", "resources": [starter.arn],
-            "detail": {"executionArn": starter.arn, "name": starter.name, "status": status,
-                       "input": json.dumps(starter.input)}}
+    """What EventBridge sends the reap function when the execution has ended (the twin's event builder)."""
+    from npa_workflow.local.event_pump import execution_status_event
+
+    return execution_status_event({"executionArn": starter.arn, "stateMachineArn": starter.machine_arn,
+                                   "name": starter.name, "status": status, "input": json.dumps(starter.input)})
 
 
 def _buckets(loaded: Any, run_id: str, engine_bucket: str) -> list[str]:
@@ -202,6 +197,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.engine.start import start_run
     from npa_workflow.local import runtime
+    from npa_workflow.local.event_pump import scheduled_event
     from npa_workflow.local.job_exits import JobExits
     from npa_workflow.local.moto_server import start_moto_server
     from npa_workflow.local.report import build_report
@@ -312,7 +308,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
                 ended.update(status="HARNESS_TIMEOUT", error="", cause=f"no end after {case.get('timeout_seconds')} s")
                 break
             with contextlib.suppress(HarnessGone):
-                watch(_scheduled_event(), _context(_arn("watch")))
+                watch(scheduled_event(), _context(_arn("watch")))
         status = ended.get("status") or "HARNESS_GONE"
         reap = handlers_module("reap")
         # What EventBridge delivers to the reap function when the execution has ended.
