@@ -83,6 +83,11 @@ def test_one_waves_unexpected_error_is_reported_and_does_not_stop_the_pass(engin
         time.sleep(0.1)
     assert engine.callbacks.outcomes("tb")[0][0] == "succeed"  # b completes although a's completion raised
     assert [e for e in reported if "run a " in e and "throttled" in e]
+    # The success of a was never delivered, so its attempt is still active: the next tick delivers it.
+    assert engine.ledger.latest_attempt("a", "work|refine=1").status != WaveStatus.SUCCEEDED
+    monkeypatch.setattr(engine.callbacks, "succeed", real)
+    [(kind, _, _)] = settle(engine, "ta")
+    assert kind == "succeed" and engine.ledger.latest_attempt("a", "work|refine=1").status == WaveStatus.SUCCEEDED
 
 
 def running_waves(engine, n: int) -> None:

@@ -195,11 +195,14 @@ class _Pass:
                            "stack's bucket ({{run.bucket}})")
                 return
             if not missing:
+                # The token first, then the ledger: if SendTaskSuccess fails (throttled, a crash), the attempt is
+                # still active and the next tick delivers it again; a second delivery answers "gone", harmlessly.
+                # (A failure goes the other way round: the ledger first, so the Retry's launch sees it ended.)
+                if wave.task_token:
+                    engine.callbacks.succeed(wave.task_token, {"state": wave.state, "job_id": wave.job_id})
                 if engine.ledger.finish_attempt(wave.run_id, wave.wave_key, wave.attempt, WaveStatus.SUCCEEDED,
                                                 started_at=obs.started_at, ended_at=obs.ended_at):
                     self.append("succeeded", wave.wave_key)
-                    if wave.task_token:
-                        engine.callbacks.succeed(wave.task_token, {"state": wave.state, "job_id": wave.job_id})
                 return
             self._fail(wave, obs, "failed", "completed without declared output(s): " + ", ".join(missing))
             return
