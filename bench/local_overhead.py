@@ -11,11 +11,13 @@ on its tick — and reports, from the run report's timestamps:
 
     .venv/bin/python bench/local_overhead.py            # N = 20, tick 0.25 s
     .venv/bin/python bench/local_overhead.py -n 50 --tick 0.1
+    .venv/bin/python bench/local_overhead.py --baseline ../old-tree   # the same figures of another tree beside
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -40,14 +42,13 @@ def ts(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=20, help="waves in the chain (default 20)")
-    parser.add_argument("--tick", type=float, default=0.25, help="watch-pass tick in seconds (default 0.25)")
-    args = parser.parse_args(argv)
+def measure(n: int, tick: float) -> dict[str, float]:
+    """One run of the chain in this process; the figures of the module doc, in seconds."""
+    import resource
+
     with tempfile.TemporaryDirectory(prefix="npa-bench-") as tmp:
         spec = Path(tmp) / "overhead.yaml"
-        spec.write_text(chain_spec(args.n))
+        spec.write_text(chain_spec(n))
 
         class Progress:
             execution_started = 0.0
@@ -62,25 +63,57 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
         t0 = time.time()
-        report = LocalRuntime(LocalRunOptions(spec=spec, home=Path(tmp) / "home", tick_seconds=args.tick),
+        report = LocalRuntime(LocalRunOptions(spec=spec, home=Path(tmp) / "home", tick_seconds=tick),
                               Progress()).run()
         ended = time.time()
     if report["status"] != "SUCCEEDED":
-        print(f"run {report['status']}: {report['error']}", file=sys.stderr)
-        return 1
+        raise SystemExit(f"run {report['status']}: {report['error']}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     waves = report["waves"]
     own = sum(ts(w["ended_at"]) - ts(w["started_at"]) for w in waves)
-    first_submit = Progress.execution_started
-    wall = ts(waves[-1]["ended_at"]) - first_submit
+    wall = ts(waves[-1]["ended_at"]) - Progress.execution_started
     gaps = [ts(b["started_at"]) - ts(a["ended_at"]) for a, b in zip(waves, waves[1:], strict=False)]
-    print(f"waves: {len(waves)} no-op steps in a chain, watch tick {args.tick:.2f} s")
-    print(f"setup (runtime start -> execution started): {first_submit - t0:6.2f} s")
-    print(f"execution wall time (start -> last wave ended): {wall:6.2f} s")
-    print(f"steps' own time (sum of started -> ended):      {own:6.2f} s")
-    print(f"overhead per wave: {(wall - own) / len(waves):6.3f} s")
-    print(f"gap wave end -> next wave start: median {statistics.median(gaps):.3f} s, worst {max(gaps):.3f} s")
-    print(f"teardown (last wave ended -> report): {ended - ts(waves[-1]['ended_at']):6.2f} s")
-    print(f"state transitions {report['state_transitions']}, history events {report['history_events']}")
+    return {"setup": Progress.execution_started - t0, "wall": wall, "own": own,
+            "per_wave": (wall - own) / len(waves), "gap_median": statistics.median(gaps), "gap_worst": max(gaps),
+            "teardown": ended - ts(waves[-1]["ended_at"]), "cpu": usage.ru_utime + usage.ru_stime}
+
+
+ROWS = [("setup", "setup (runtime start -> execution started)"),
+        ("wall", "execution wall time (start -> last wave ended)"),
+        ("own", "steps' own time (sum of started -> ended)"),
+        ("per_wave", "overhead per wave"),
+        ("gap_median", "gap wave end -> next wave start, median"),
+        ("gap_worst", "gap wave end -> next wave start, worst"),
+        ("teardown", "teardown (last wave ended -> report)"),
+        ("cpu", "CPU of the runtime process (user+sys)")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=20, help="waves in the chain (default 20)")
+    parser.add_argument("--tick", type=float, default=0.25, help="watch-pass tick in seconds (default 0.25)")
+    parser.add_argument("--baseline", type=Path, help="a source tree to measure the same way, side by side "
+                        "(e.g. a `git worktree` of an older commit)")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    figures = measure(args.n, args.tick)
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    base = None
+    if args.baseline:
+        import os
+        import subprocess
+
+        root = args.baseline.resolve()
+        env = {**os.environ, "PYTHONPATH": f"{root / 'layers' / 'engine'}{os.pathsep}{root}"}
+        done = subprocess.run([sys.executable, __file__, "-n", str(args.n), "--tick", str(args.tick), "--json"],
+                              env=env, capture_output=True, text=True, check=True)
+        base = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"waves: {args.n} no-op steps in a chain, watch tick {args.tick:.2f} s")
+    print(f"{'':48} {'this tree':>10}" + (f" {'baseline':>10}" if base else ""))
+    for key, label in ROWS:
+        print(f"{label:48} {figures[key]:9.3f}s" + (f" {base[key]:9.3f}s" if base else ""))
     return 0
 
 
