@@ -125,6 +125,8 @@ class NpaWorkflowStack(Stack):
         inbox.add_environment(MACHINE_ARN_PREFIX_ENV, machine_arn(self, ""))
         inbox.add_environment(environment.ALLOW_AD_HOC, "true" if settings.allow_ad_hoc_specs else "false")
         inbox.add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
+        # The watch heartbeats a token every 40 % of the compiled HeartbeatSeconds, not every tick.
+        functions["watch"].add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
         inbox.add_environment(MAX_WAIT_ENV, str(self.compile_options.max_wait_seconds))
         tools_file = specs_dir / TOOLS_FILE_NAME
         self.catalog = CatalogPublication(

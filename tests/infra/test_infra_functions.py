@@ -206,3 +206,11 @@ def test_a_failed_layer_build_says_what_pip_said_without_a_traceback(tmp_path: P
     assert "error: building the engine layer failed: pip could not install" in result.stderr
     assert "No matching distribution" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_watch_knows_the_compiled_heartbeat(default_synth: Synth) -> None:
+    """engine/watch.py heartbeats a token every 40 % of HeartbeatSeconds (not every tick) when it is told it."""
+    [watch] = [r for r in default_synth.resources("AWS::Lambda::Function").values()
+               if r["Properties"]["Environment"]["Variables"].get("POWERTOOLS_SERVICE_NAME") == "npa-workflow-watch"]
+    beat = watch["Properties"]["Environment"]["Variables"]["NPA_WORKFLOW_HEARTBEAT_SECONDS"]
+    assert beat == str(default_synth.stack.compile_options.heartbeat_seconds)

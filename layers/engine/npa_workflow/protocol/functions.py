@@ -64,7 +64,7 @@ TRIGGER = FunctionSlot("trigger", "Registers a trigger watch; completes it on S3
 CLEANUP = FunctionSlot("cleanup", "Cancels a failed wave's jobs by exact id and records the run's failure", 300,
                        machine_invoked=True, env=(*env.ENGINE, *SKYPILOT))
 WATCH = FunctionSlot("watch", "Completes or heartbeats the task tokens of active waves (scheduled)", 120,
-                     env=(*env.ENGINE, *SKYPILOT))
+                     env=(*env.ENGINE, *SKYPILOT, env.HEARTBEAT_SECONDS))  # heartbeats when due (engine/watch.py)
 REAP = FunctionSlot("reap", "Cancels the jobs of executions that failed, timed out or were stopped", 300,
                     env=(*env.ENGINE, *SKYPILOT))
 INBOX_FN = FunctionSlot("inbox", "Validates a spec dropped under inbox/ and starts its run", 120, 1024,
