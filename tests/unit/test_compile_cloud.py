@@ -149,3 +149,20 @@ def test_a_definition_over_one_mib_is_refused_at_compile_time_with_the_fix():
     [problem] = info.value.problems
     assert "state machine definition" in problem.message and "1,048,576" in problem.message
     assert "1,000 spec states" in problem.message and "split the spec" in problem.hint
+
+
+def test_large_groups_keep_their_members_results_out_of_the_state_and_have_a_legal_label():
+    """A Map's result is every member's output (256 KiB state limit); each member's is {} (OutputPath null).
+    A Distributed Map's Label names its child executions (≤ 40 characters of the state-name alphabet)."""
+    from npa_workflow.compile.names import is_legal
+
+    members = ", ".join(f"m{i}" for i in range(41))
+    body = "".join(f"  m{i}: {{run: {{shell: x}}}}\n" for i in range(41))
+    m = compiled(f"states:\n  big: {{parallel: [{members}], terminal: true}}\n{body}")
+    big = m.definition["States"]["big"]
+    assert big["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert big["Label"] == "g1" and len(big["Label"]) <= 40 and is_legal(big["Label"])
+    assert big["ResultPath"] is None
+    assert big["ItemProcessor"]["States"]["big.member"]["OutputPath"] is None
+    small = compiled("states:\n  g: {parallel: [a], terminal: true}\n  a: {run: {shell: x}}\n")
+    assert small.definition["States"]["g"]["ItemProcessor"]["States"]["g.member"]["OutputPath"] is None
