@@ -216,3 +216,23 @@ def test_cleanup_finds_a_just_launched_attempt_the_active_index_does_not_show_ye
     cancelled = cancel_active(engine, "s0", "test")
     assert len(cancelled) == 1
     assert engine.ledger.latest_attempt("s0", "work|refine=1").status == WaveStatus.CANCELLED
+
+
+def test_a_trigger_whose_completion_failed_is_completed_on_the_next_wake_up(engine, monkeypatch):
+    from npa_workflow.engine.trigger import trigger
+
+    start(engine, "tr")
+    trigger(engine, {"run_id": "tr", "state": "wait", "loops": {}, "token": "tt"})
+    engine.store.put("s3://data/landing/a", b"1")
+    engine.store.put("s3://data/landing/b", b"2")
+    real = engine.callbacks.succeed
+
+    def throttled(token, output):
+        raise RuntimeError("ThrottlingException")
+
+    monkeypatch.setattr(engine.callbacks, "succeed", throttled)
+    assert watch_pass(engine).triggers_completed == 0  # the send failed: still waiting, not recorded satisfied
+    assert not engine.ledger.watermark("tr", "wait").satisfied
+    monkeypatch.setattr(engine.callbacks, "succeed", real)
+    assert watch_pass(engine).triggers_completed == 1
+    assert [c[0] for c in engine.callbacks.outcomes("tt")] == ["succeed"]

@@ -19,16 +19,19 @@ from npa_workflow.protocol.events import event_key_forms
 
 
 def recount(engine: Engine, mark: Watermark) -> bool:
-    """Count again; when satisfied, record it (once) and complete the waiting token. True if this call did."""
+    """Count again; when satisfied, complete the waiting token and record it (once). True if this call did."""
     listing = engine.store.count(mark.uri, mark.min_objects)
     satisfied = listing.count >= mark.min_objects
     updated = mark.model_copy(update={
         "objects": listing.count, "sample": listing.sample[:SAMPLE_MAX], "polls": mark.polls + 1,
         "satisfied": satisfied,
     })
-    changed = engine.ledger.put_watermark(updated)
-    if satisfied and changed and mark.task_token:
+    if satisfied and mark.task_token:
+        # The token first, then the record: a SendTaskSuccess that fails leaves the watch waiting, and the next
+        # wake-up delivers it again. Two wake-ups at once may both send; Step Functions takes the first and
+        # answers the second "gone" (TaskTimedOut / InvalidToken), which the callbacks adapter absorbs.
         engine.callbacks.succeed(mark.task_token, {"state": mark.state, "objects": listing.count})
+    changed = engine.ledger.put_watermark(updated)
     return satisfied and changed
 
 
