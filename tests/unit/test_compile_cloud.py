@@ -166,3 +166,10 @@ def test_large_groups_keep_their_members_results_out_of_the_state_and_have_a_leg
     assert big["ItemProcessor"]["States"]["big.member"]["OutputPath"] is None
     small = compiled("states:\n  g: {parallel: [a], terminal: true}\n  a: {run: {shell: x}}\n")
     assert small.definition["States"]["g"]["ItemProcessor"]["States"]["g.member"]["OutputPath"] is None
+
+
+def test_the_json_schema_offers_the_per_state_deadline_and_retries():
+    from npa_workflow.spec.schema import spec_json_schema
+
+    state = spec_json_schema()["$defs"]["State"]["properties"]
+    assert {"timeoutSeconds", "retries"} <= set(state)
