@@ -78,6 +78,7 @@ ROLE_NAME = "npa-workflow-local"
 # The handlers that run in this process: the whole function table (the inbox for `serve`).
 HANDLER_MODULES = function_table.NAMES
 AWS_STATE_DIR = RUN_STATE_DIR
+PROGRESS_SECONDS = 0.5  # the live display's refresh
 WATCH_FAILURES_TOLERATED = 10  # consecutive failed watch events (each retried twice) before the run is stopped
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
 _active = threading.Lock()
@@ -263,6 +264,7 @@ class LocalRuntime:
                  on_warnings: Callable[[list[Any]], None] | None = None) -> None:
         self.options = options
         self.progress = progress or NoProgress()
+        self._shows_progress = not isinstance(self.progress, NoProgress)
         self.on_endpoint = on_endpoint
         self.on_warnings = on_warnings
         self.home = local_home(options.home)
@@ -543,6 +545,7 @@ class LocalRuntime:
     # ---------------------------------------------------------------------------------------- the run
     def _wait(self, engine: Any, sfn: Any) -> str:
         failures = 0
+        last_progress = 0.0
         exits = JobExits(self.home / "jobs")
         while True:
             if self._stop.is_set():
@@ -558,8 +561,11 @@ class LocalRuntime:
                                          f"{self.pump.failures_path}")
                     raise RunInterrupted(self._stop_reason) from None
             status = sfn.describe_execution(executionArn=self.execution_arn)["status"]
-            waves = engine.ledger.attempts(self.run_id)
-            self.progress.update(waves, status)
+            now = time.monotonic()
+            if status != "RUNNING" or (self._shows_progress and now - last_progress >= PROGRESS_SECONDS):
+                # every wave's items, growing with the run: read for the display, not at every wake-up
+                self.progress.update(engine.ledger.attempts(self.run_id), status)
+                last_progress = now
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
             exits.wait(self.options.tick_seconds, self._stop)  # a job's exit wakes the watch at once
