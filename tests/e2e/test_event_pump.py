@@ -120,3 +120,4 @@ def test_the_engine_reads_back_the_key_the_pump_encodes() -> None:
     event = object_created_event("b", "inbox/my spec+v1 ü.yaml", etag="e", size=1, sequencer="1")
     key = S3ObjectCreated.model_validate(event).detail.object.key
     assert event_key_forms(key)[0] == "inbox/my spec+v1 ü.yaml"
+
