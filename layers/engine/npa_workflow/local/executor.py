@@ -33,6 +33,15 @@ wrapper ends what the command left behind when the command exits, so a job that 
 ``setsid`` daemon and exits 0 leaves nothing running. Liveness checks use ``/proc`` (process start
 time and boot id guard against pid reuse, zombies count as gone).
 
+GPUs (:mod:`npa_workflow.local.gpu_devices`, docs/local.md). On a machine whose ``nvidia-smi -L`` lists
+devices, a job launched with ``gpus=N`` is PENDING until its wrapper holds N devices (one ``flock``-ed file
+per device under ``gpu_lock_dir``, shared by every executor of this user on the machine), then RUNNING
+with ``CUDA_VISIBLE_DEVICES`` set to exactly those devices (``gpus=0``: empty, no device). The locks are
+held by the job's processes themselves, so the devices come free when the job ends, is cancelled, or its
+processes are killed, whatever happened to the launcher. Asking more than the machine has raises
+:class:`GpuRequestError` before any record is written. Without GPUs nothing is allocated and the job's
+environment gets no ``CUDA_VISIBLE_DEVICES`` from here.
+
 Environment. A job starts from :func:`npa_workflow.local.job_environment.base_environment` (an
 allow-list), not from this process's whole environment.
 """
@@ -46,6 +55,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -55,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from npa_workflow.local import containment
+from npa_workflow.local.gpu_devices import Gpu, GpuReader, NvidiaSmi
 from npa_workflow.local.job_environment import base_environment
 from npa_workflow.timestamps import to_epoch, utc_now
 
@@ -62,6 +73,7 @@ __all__ = [
     "CANCELLED",
     "FAILED",
     "PENDING",
+    "GpuRequestError",
     "RUNNING",
     "SUCCEEDED",
     "TERMINAL_STATUSES",
@@ -101,10 +113,26 @@ class JobInfo:
     error: str | None
     log_path: str
     secret_names: tuple[str, ...] = ()  # names (never values) of the secrets the job was given
+    gpus: int = 0  # devices asked for
+    devices: tuple[str, ...] = ()  # the devices it got (its CUDA_VISIBLE_DEVICES), once it started
 
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class GpuRequestError(ValueError):
+    """A job asks for more GPUs than this machine has: it could never start."""
+
+
+def default_gpu_lock_dir() -> Path:
+    """Per user and machine (not per state dir): two runs, or `run` beside `serve`, share the same devices."""
+    explicit = os.environ.get("NPA_WORKFLOW_GPU_LOCK_DIR", "").strip()
+    if explicit:
+        return Path(explicit)
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    base = Path(runtime) if runtime and Path(runtime).is_dir() else Path(tempfile.gettempdir())
+    return base / f"npa-workflow-{os.getuid()}" / "gpu-locks"
 
 
 def _boot_id() -> str | None:
@@ -168,12 +196,17 @@ class LocalExecutor:
         env: Mapping[str, str] | None = None,
         *,
         grace_seconds: float = 10.0,
+        gpu_reader: GpuReader | None = None,
+        gpu_lock_dir: Path | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.jobs_dir = self.state_dir / "jobs"
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         self._base_env = base_environment() if env is None else dict(env)
         self.grace_seconds = grace_seconds
+        self._gpu_reader = gpu_reader if gpu_reader is not None else NvidiaSmi()
+        self._gpu_list: list[Gpu] | None = None
+        self.gpu_lock_dir = Path(gpu_lock_dir) if gpu_lock_dir is not None else default_gpu_lock_dir()
         self._cgroups = containment.cgroup_root()
         if self._cgroups is not None:
             containment.prune(self._cgroups)
@@ -191,6 +224,15 @@ class LocalExecutor:
 
     def _exit_path(self, job_id: str) -> Path:
         return self.jobs_dir / f"{job_id}.exit"
+
+    def _started_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.started"
+
+    def gpus(self) -> list[Gpu]:
+        """This machine's GPUs (read once per executor)."""
+        if self._gpu_list is None:
+            self._gpu_list = self._gpu_reader.gpus()
+        return list(self._gpu_list)
 
     @contextlib.contextmanager
     def _locked(self, job_id: str) -> Iterator[None]:
@@ -214,10 +256,18 @@ class LocalExecutor:
         cwd: Path | None = None,
         *,
         secret_names: tuple[str, ...] = (),
+        gpus: int = 0,
     ) -> str:
-        """Start ``command`` as a new job and return its durable job id."""
+        """Start ``command`` as a new job and return its durable job id.
+
+        ``gpus``: devices the job gets to itself (on a machine with GPUs; it waits PENDING until they are free).
+        """
         if not command:
             raise ValueError(f"job {job_name!r}: empty command")
+        machine_gpus = self.gpus()
+        if machine_gpus and gpus > len(machine_gpus):
+            raise GpuRequestError(f"job {job_name!r} asks for {gpus} GPU(s) but this machine has "
+                                  f"{len(machine_gpus)} (nvidia-smi -L)")
         job_id = f"local-{uuid.uuid4().hex[:16]}"
         record_path = self._record_path(job_id)
         log_path = self._log_path(job_id)
@@ -229,6 +279,8 @@ class LocalExecutor:
             "cwd": str(cwd) if cwd is not None else None,
             "env_keys": sorted((env or {}).keys()),
             "secret_names": list(secret_names),
+            "gpus": gpus if machine_gpus else 0,
+            "devices": [],
             "status": PENDING,
             "exit_code": None,
             "error": None,
@@ -255,6 +307,10 @@ class LocalExecutor:
                     "--grace", str(_SWEEP_GRACE_S)]
             if cgroup:
                 argv += ["--cgroup", str(cgroup)]
+            if machine_gpus:
+                argv += ["--gpus", str(record["gpus"]),
+                         "--gpu-devices", ",".join(f"{g.index}={g.lock_name}" for g in machine_gpus),
+                         "--gpu-locks", str(self.gpu_lock_dir), "--started-file", str(self._started_path(job_id))]
             argv += ["--", *record["command"]]
             try:
                 with open(log_path, "ab") as log:
@@ -282,12 +338,13 @@ class LocalExecutor:
                 containment.remove_cgroup(cgroup)
                 record["cgroup"] = None  # the marker and the group still hold the job
             stat = _proc_stat(proc.pid) if self._use_proc else None
+            waits = bool(record["gpus"])  # PENDING until its wrapper holds the devices (its started file)
             record.update(
-                status=RUNNING,
+                status=PENDING if waits else RUNNING,
                 pid=proc.pid,
                 pgid=proc.pid,  # start_new_session: the wrapper leads its own group
                 proc_start=stat[2] if stat else None,
-                started_at=utc_now(),
+                started_at=None if waits else utc_now(),
             )
             _write_json_atomic(record_path, record)
             assert proc.stdin is not None
@@ -509,12 +566,23 @@ class LocalExecutor:
                     containment.remove_cgroup(updated.get("cgroup"))
             return updated
 
+    def _started(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A job that waited for GPUs is RUNNING once its wrapper wrote which devices it got."""
+        if record.get("status") != PENDING or not record.get("pid") or not record.get("gpus"):
+            return record
+        started = _read_json(self._started_path(str(record["job_id"])))
+        if started is None:
+            return record
+        return {**record, "status": RUNNING, "devices": [str(d) for d in started.get("devices") or []],
+                "started_at": started.get("started_at") or utc_now()}
+
     def _observe(self, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
         exit_info = self._read_exit(job_id)
+        record = self._started(record)
         if exit_info is None:
             if self._leader_alive(record) or self._members(record):
-                # Running; or the wrapper died (SIGKILL) but processes of the job still run: it is still
-                # working, its exit code will not be known.
+                # Running (or PENDING, waiting for GPUs); or the wrapper died (SIGKILL) but processes of the
+                # job still run: it is still working, its exit code will not be known.
                 return record
             # The wrapper may have written the exit file just before exiting.
             exit_info = self._read_exit(job_id)
@@ -578,4 +646,6 @@ class LocalExecutor:
             error=record.get("error"),
             log_path=record.get("log_path", ""),
             secret_names=tuple(record.get("secret_names") or ()),
+            gpus=int(record.get("gpus") or 0),
+            devices=tuple(record.get("devices") or ()),
         )

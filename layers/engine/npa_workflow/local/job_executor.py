@@ -11,21 +11,39 @@ Submit adopts before it launches: a job of exactly this name (run, wave and atte
 that was started is that wave's job, whatever state the ledger lost; only a name with no started job
 (authoritative absence: its record says it never ran) is launched. A failure message's log tail is
 redacted of the job's secret values (`npa_workflow.redact`) before it leaves the executor.
+
+GPUs: the step's `accelerators` count (`local.accelerators`) is what the job gets to itself on a machine
+with GPUs (it waits `pending` until they are free; more than the machine has is a configuration error).
+On a machine without GPUs the count is not enforced, and the run says so once (stderr), the first time one
+of its steps asks for accelerators.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from npa_workflow import redact
 from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
-from npa_workflow.local.executor import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED, JobInfo, LocalExecutor
+from npa_workflow.local.accelerators import requested_gpus
+from npa_workflow.local.executor import (
+    CANCELLED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    GpuRequestError,
+    JobInfo,
+    LocalExecutor,
+)
 
 LOG_TAIL_LINES = 20
 MESSAGE_MAX = 2000
 _LOST_PREFIX = "process lost"
 _NEVER_STARTED = "process lost: the job was never started"
+UNENFORCED_NOTICE = ("npa-workflow: accelerators are not enforced locally (no GPU listed by `nvidia-smi -L`): "
+                     "jobs run without CUDA_VISIBLE_DEVICES from the runtime")
 
 
 class LocalJobExecutor:
@@ -57,13 +75,38 @@ class LocalJobExecutor:
                 f"secret(s) {', '.join(short)} shorter than {redact.MIN_SECRET_LENGTH} characters: too short "
                 "to redact from logs safely (use the real value)", "configuration",
             )
+        gpus = requested_gpus(job.step.resources_profile)
+        machine_gpus = len(self.local.gpus())
+        if machine_gpus and gpus > machine_gpus:
+            raise SubmitError(
+                f"state {job.step.state!r} asks for {gpus} GPU(s) (resources {job.step.resources!r}: accelerators "
+                f"{job.step.resources_profile.get('accelerators')!r}) but this machine has {machine_gpus} "
+                "(nvidia-smi -L): lower the count or run it in the cloud", "configuration",
+            )
+        if gpus and not machine_gpus:
+            self._notice_unenforced(str(job.env.get("NPA_WORKFLOW_RUN_ID") or job.name))
         adopted = self._adoptable(job.name)
         if adopted is not None:
             return Submission(job_id=adopted)
         env.update({name: os.environ[name] for name in job.secret_names})
-        job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir,
-                                   secret_names=tuple(job.secret_names))
+        try:
+            job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir,
+                                       secret_names=tuple(job.secret_names), gpus=gpus)
+        except GpuRequestError as exc:
+            raise SubmitError(str(exc), "configuration") from exc
         return Submission(job_id=job_id)
+
+    def _notice_unenforced(self, run_id: str) -> None:
+        """Once per run, durably (the launch Lambda builds a new executor per call, in any process)."""
+        marker = self.local.state_dir / "runs" / run_id.replace("/", "_").lstrip(".") / "accelerators-not-enforced"
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return
+        except OSError:
+            pass  # cannot remember it: better said twice than never
+        print(UNENFORCED_NOTICE, file=sys.stderr, flush=True)
 
     def _adoptable(self, name: str) -> str | None:
         """The job already started under this exact name, if any (the oldest; later copies are cancelled)."""

@@ -2,7 +2,8 @@
 
 Usage (run by :class:`npa_workflow.local.executor.LocalExecutor`, never by hand)::
 
-    python -I job_wrapper.py <exit-file> [--cgroup DIR] [--grace SECONDS] -- <command> [args...]
+    python -I job_wrapper.py <exit-file> [--cgroup DIR] [--grace SECONDS]
+        [--gpus N --gpu-devices I=UUID,... --gpu-locks DIR --started-file PATH] -- <command> [args...]
 
 The launch is a transaction. The executor writes the job's record (its id, and its cgroup when the machine
 has them) *before* it starts this wrapper, starts it in a new session, records the wrapper's pid/pgid and
@@ -16,6 +17,16 @@ When the command ends, every process still in the job (its cgroup's members, els
 descendants) gets SIGTERM, then SIGKILL after ``--grace`` seconds; the exit file is written after that,
 so a job is never reported ended while a process of it still runs. SIGTERM/SIGINT/SIGHUP sent to the
 wrapper are forwarded to the command and to every other job process.
+
+GPUs (only on a machine that has them; docs/local.md). After ``go`` the wrapper takes ``--gpus N`` of the
+``--gpu-devices`` by locking one file per device under ``--gpu-locks`` (``flock``, non-blocking): it takes
+N free devices at once or none (so two waiting jobs cannot each hold half of what the other needs), and
+retries until it has them, the job staying PENDING meanwhile. Then it writes ``--started-file``
+(``{"devices": [...], "started_at": ...}``) and starts the command with ``CUDA_VISIBLE_DEVICES`` set to
+exactly those devices (empty for ``--gpus 0``: no device) and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (CUDA's
+default order is fastest-first; nvidia-smi numbers in PCI bus order). The command inherits the lock
+files' descriptors: a device stays taken while the wrapper *or* the command (or a child that kept the
+descriptor) lives, and the kernel frees it when the last of them ends however it ends (kill -9 included).
 
 The exit file (JSON, written atomically)::
 
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -45,6 +57,7 @@ from datetime import UTC, datetime
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _PR_SET_CHILD_SUBREAPER = 36
 _GO = b"go\n"
+_GPU_POLL_S = 0.2
 
 
 def _now() -> str:
@@ -160,33 +173,94 @@ def _sweep(cgroup: str | None, grace: float) -> None:
         left = _job_processes(cgroup)
 
 
-def _parse(argv: list[str]) -> tuple[str, str | None, float, list[str]] | None:
+def _try_take(lock_dir: str, devices: list[tuple[str, str]], count: int) -> list[tuple[str, int]] | None:
+    """``count`` devices as (index, locked descriptor), all or none."""
+    held: list[tuple[str, int]] = []
+    for index, lock_name in devices:
+        fd = os.open(os.path.join(lock_dir, f"{lock_name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        held.append((index, fd))
+        if len(held) == count:
+            return held
+    for _, fd in held:  # not enough free: give back what we took, so nobody waits on a partial holder
+        os.close(fd)
+    return None
+
+
+def _take_gpus(lock_dir: str, devices: list[tuple[str, str]], count: int) -> list[tuple[str, int]]:
+    os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+    while True:
+        held = _try_take(lock_dir, devices, count)
+        if held is not None:
+            return held
+        time.sleep(_GPU_POLL_S)
+
+
+class _Args:
+    def __init__(self, exit_path: str, command: list[str]) -> None:
+        self.exit_path, self.command = exit_path, command
+        self.cgroup: str | None = None
+        self.grace = 2.0
+        self.gpus: int | None = None  # None: the machine has no GPUs, no allocation
+        self.gpu_devices: list[tuple[str, str]] = []
+        self.gpu_locks = ""
+        self.started_file = ""
+
+
+def _parse(argv: list[str]) -> _Args | None:
     if "--" not in argv or not argv or argv[0] == "--":
         return None
     split = argv.index("--")
     head, command = argv[:split], argv[split + 1 :]
     if not command:
         return None
-    exit_path, cgroup, grace = head[0], None, 2.0
+    args = _Args(head[0], command)
     rest = head[1:]
     while rest:
         flag, value, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
         if flag == "--cgroup":
-            cgroup = value or None
+            args.cgroup = value or None
         elif flag == "--grace":
-            grace = float(value)
+            args.grace = float(value)
+        elif flag == "--gpus":
+            args.gpus = int(value)
+        elif flag == "--gpu-devices":
+            args.gpu_devices = [tuple(d.split("=", 1)) for d in value.split(",") if "=" in d]  # type: ignore[misc]
+        elif flag == "--gpu-locks":
+            args.gpu_locks = value
+        elif flag == "--started-file":
+            args.started_file = value
         else:
             return None
-    return exit_path, cgroup, grace, command
+    if args.gpus is not None and (not args.gpu_locks or not args.started_file or args.gpus > len(args.gpu_devices)):
+        return None
+    return args
+
+
+def _child_env(args: _Args) -> tuple[dict[str, str] | None, list[int]]:
+    """The command's environment and the lock descriptors it inherits (waits for the devices)."""
+    if args.gpus is None:
+        return None, []
+    held = _take_gpus(args.gpu_locks, args.gpu_devices, args.gpus) if args.gpus else []
+    devices = [index for index, _ in held]
+    _write_exit(args.started_file, {"devices": devices, "started_at": _now()})
+    env = dict(os.environ)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env, [fd for _, fd in held]
 
 
 def main(argv: list[str]) -> int:
     parsed = _parse(argv)
     if parsed is None:
-        print("usage: job_wrapper.py <exit-file> [--cgroup DIR] [--grace S] -- <command> [args...]",
-              file=sys.stderr)
+        print("usage: job_wrapper.py <exit-file> [--cgroup DIR] [--grace S] [--gpus N --gpu-devices I=UUID,... "
+              "--gpu-locks DIR --started-file PATH] -- <command> [args...]", file=sys.stderr)
         return 2
-    exit_path, cgroup, grace, command = parsed
+    exit_path, cgroup, grace, command = parsed.exit_path, parsed.cgroup, parsed.grace, parsed.command
     _become_subreaper()
     if not _wait_for_go():
         _write_exit(exit_path, {
@@ -196,7 +270,15 @@ def main(argv: list[str]) -> int:
         return 0
 
     try:
-        child = subprocess.Popen(command)
+        env, lock_fds = _child_env(parsed)
+    except OSError as exc:  # the lock folder cannot be made or written: the job cannot be given its devices
+        message = f"cannot take GPUs under {parsed.gpu_locks}: {exc}"
+        print(f"[npa-workflow job] {message}", file=sys.stderr, flush=True)
+        _write_exit(exit_path, {"exit_code": 126, "signal": None, "error": message, "child_pid": None,
+                                "ended_at": _now()})
+        return 126
+    try:
+        child = subprocess.Popen(command, env=env, pass_fds=lock_fds)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         message = f"cannot start {command[0]!r}: {exc}"
