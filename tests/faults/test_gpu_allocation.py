@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -215,3 +216,39 @@ def test_a_lock_folder_that_cannot_be_made_fails_the_job_with_the_reason(gpu_box
     info = wait_terminal(ex, ex.launch("job", [PY, "-c", "pass"], gpus=1))
     assert info.status == "FAILED" and info.exit_code == 126
     assert "cannot take GPUs under" in (info.error or "")
+
+
+LAUNCHER = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from npa_workflow.local.executor import LocalExecutor
+    ex = LocalExecutor(Path(sys.argv[1]), env={**os.environ})
+    print(ex.launch("held", [sys.executable, "-c", sys.argv[2], sys.argv[3]], gpus=2), flush=True)
+    time.sleep(30)
+""")
+
+
+def test_the_devices_of_a_job_stay_taken_after_kill_9_of_the_runtime_and_free_when_the_job_ends(
+        gpu_box: Path) -> None:
+    held_out = gpu_box / "held.out"
+    runtime = subprocess.Popen([PY, "-c", LAUNCHER, str(gpu_box / "state"), JOB, str(held_out)],
+                               stdout=subprocess.PIPE, text=True, env={**os.environ})
+    ex = executor(gpu_box)
+    try:
+        assert runtime.stdout is not None
+        held = runtime.stdout.readline().strip()
+        assert sorted(devices_of(held_out).split(",")) == ["0", "1"]
+        runtime.kill()  # kill -9 of the process that launched it (the runtime)
+        runtime.wait(timeout=5)
+        after, after_out = launch(ex, gpu_box, "after", 1)
+        time.sleep(0.6)
+        assert ex.status(held).status == RUNNING and ex.status(after).status == PENDING
+        release(held_out)
+        assert wait_terminal(ex, held).status == SUCCEEDED
+        assert devices_of(after_out) in {"0", "1"}
+        release(after_out)
+        assert wait_terminal(ex, after).status == SUCCEEDED
+    finally:
+        runtime.kill()
+        runtime.wait(timeout=5)
+        cleanup(ex)
