@@ -252,3 +252,20 @@ def test_the_devices_of_a_job_stay_taken_after_kill_9_of_the_runtime_and_free_wh
         runtime.kill()
         runtime.wait(timeout=5)
         cleanup(ex)
+
+
+def test_a_job_cancelled_while_it_waits_for_devices_never_runs(gpu_box: Path) -> None:
+    ex = executor(gpu_box)
+    try:
+        holder, holder_out = launch(ex, gpu_box, "holder", 2)
+        devices_of(holder_out)
+        waiter, waiter_out = launch(ex, gpu_box, "waiter", 1)
+        assert ex.status(waiter).status == PENDING
+        assert ex.cancel([waiter], grace_seconds=1.0) == [waiter] and ex.wait_gone([waiter], timeout=5)
+        assert ex.status(waiter).status == "CANCELLED"
+        release(holder_out)
+        assert wait_terminal(ex, holder).status == SUCCEEDED
+        time.sleep(0.3)
+        assert not waiter_out.exists()  # its command never started, even once the devices came free
+    finally:
+        cleanup(ex)
