@@ -124,7 +124,8 @@ def parse_catalog(raw: Any, file: str = "") -> Catalog:
                                     "a catalog has apiVersion, tools, images and workdir", file=file))
     workdir = raw.get("workdir", "")
     if not isinstance(workdir, str):
-        problems.append(Problem("workdir", "workdir must be a folder path (relative to the catalog)", file=file))
+        problems.append(Problem("workdir", "workdir must be a folder path (relative to the catalog)",
+                                "write 'workdir: steps' (a folder next to the catalog)", file=file))
         workdir = ""
     if problems:
         raise SpecError(problems)
