@@ -33,11 +33,12 @@ from npa_workflow.protocol import stack as outputs
 SPECS_DIR = REPO_ROOT / "specs"
 TOOLS_FILE_NAME = "tools.yaml"
 # The inbox compiles each upload to compare it with the deployed machine (npa_workflow.engine.inbox): it must use
-# the options the machines were compiled with. It takes HeartbeatSeconds and the per-wave deadline from these
-# variables; every other option is the compiler's default unless a run request sets it, so `compile_options` may
-# change nothing else.
+# the options the machines were compiled with. It takes HeartbeatSeconds, the per-wave deadline and the watch
+# interval (trigger bounds) from these variables; every other option is the compiler's default unless a run request
+# sets it, so `compile_options` may change nothing else.
 HEARTBEAT_ENV = environment.HEARTBEAT_SECONDS
 MAX_WAIT_ENV = environment.MAX_WAIT_SECONDS
+WATCH_INTERVAL_ENV = environment.WATCH_INTERVAL_SECONDS
 # How the inbox turns a machine name of catalog/machines.json into its ARN.
 MACHINE_ARN_PREFIX_ENV = environment.MACHINE_ARN_PREFIX
 # The JSON secret of step secrets (`secretEnv`), read by the launch function (npa_workflow.engine.wiring).
@@ -46,11 +47,15 @@ STEP_SECRETS_ENV = environment.STEP_SECRETS_ARN
 
 def compile_options(settings: EngineSettings) -> CompileOptions:
     """Heartbeats ride on the watch tick: keep `HeartbeatSeconds` at three ticks or more. The per-wave deadline is
-    the stack's `maxWaitSeconds`. Nothing else differs from the compiler's defaults (see HEARTBEAT_ENV)."""
+    the stack's `maxWaitSeconds`. A trigger on a data bucket is polled once per watch tick, so its Task's bound is
+    `maxPolls` × the longer of `pollSeconds` and the tick (issue 11 item 17: `maxPolls` × `pollSeconds` alone gave the
+    example two polls in the cloud). Nothing else differs from the compiler's defaults (see HEARTBEAT_ENV)."""
     default = CompileOptions()
+    tick = 60 * settings.watch_interval_minutes
     return CompileOptions(
-        heartbeat_seconds=max(default.heartbeat_seconds, 3 * 60 * settings.watch_interval_minutes),
+        heartbeat_seconds=max(default.heartbeat_seconds, 3 * tick),
         max_wait_seconds=settings.max_wait_seconds,
+        watch_interval_seconds=tick,
     )
 
 
@@ -128,6 +133,7 @@ class NpaWorkflowStack(Stack):
         # The watch heartbeats a token every 40 % of the compiled HeartbeatSeconds, not every tick.
         functions["watch"].add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
         inbox.add_environment(MAX_WAIT_ENV, str(self.compile_options.max_wait_seconds))
+        inbox.add_environment(WATCH_INTERVAL_ENV, str(self.compile_options.watch_interval_seconds))
         tools_file = specs_dir / TOOLS_FILE_NAME
         self.catalog = CatalogPublication(
             self,

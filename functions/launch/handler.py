@@ -12,10 +12,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.engine import budget
 from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.protocol.functions import LAUNCH_MARGIN_SECONDS
 from npa_workflow.protocol.payloads import WaveTask
 
 logger = Logger(service="npa-workflow-launch")
-LAUNCH_MARGIN_SECONDS = 40.0  # SkyPilotApi: connect 5 s + read 30 s for the exchange in flight, + the ledger
 
 
 @logger.inject_lambda_context(correlation_id_path="run_id")
@@ -26,7 +26,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from npa_workflow.engine.launch import launch
 
     # Every SkyPilot call stops retrying before the function's timeout, leaving room for the one exchange in
-    # flight (connect + read timeouts) and the ledger write that records the outcome.
+    # flight (connect + read timeouts) and the ledger write that records the outcome (protocol.functions sizes the
+    # timeout as the calls' budget + this margin).
     with budget.within(context.get_remaining_time_in_millis() / 1000 - LAUNCH_MARGIN_SECONDS):
         result = launch(engine_from_environment(), request)
     logger.info("wave launched", extra={"state": request.state, "group": request.group, **result})

@@ -214,3 +214,41 @@ def test_the_watch_knows_the_compiled_heartbeat(default_synth: Synth) -> None:
                if r["Properties"]["Environment"]["Variables"].get("POWERTOOLS_SERVICE_NAME") == "npa-workflow-watch"]
     beat = watch["Properties"]["Environment"]["Variables"]["NPA_WORKFLOW_HEARTBEAT_SECONDS"]
     assert beat == str(default_synth.stack.compile_options.heartbeat_seconds)
+
+
+def test_the_launch_timeout_holds_its_call_budget_and_the_exchange_in_flight(
+    default_synth: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11 item 5: the launch ran 60 s while its SkyPilot calls could wait 90 s + a 30 s retry window; Lambda kills
+    a function at its timeout mid-call, leaving the attempt LAUNCHING. The deployed timeout is the calls' budget plus
+    a margin that holds the one exchange in flight (SkyPilotApi's connect + read timeouts) and the ledger write, and
+    the handler, given that timeout, opens exactly that budget."""
+    import inspect
+
+    from functions.launch import handler as launch_handler
+    from npa_workflow.adapters.skypilot_api import SkyPilotApi
+    from npa_workflow.engine import budget
+    from npa_workflow.engine import launch as engine_launch
+    from npa_workflow.protocol import functions as table
+
+    timeout = _functions(default_synth)["launch"]["Timeout"]
+    assert timeout >= table.LAUNCH_CALL_BUDGET_SECONDS + table.LAUNCH_MARGIN_SECONDS
+    client = inspect.signature(SkyPilotApi).parameters
+    in_flight = client["connect_timeout"].default + client["read_timeout"].default
+    assert table.LAUNCH_MARGIN_SECONDS > in_flight  # and a few seconds for the ledger write
+    assert timeout <= 900  # Lambda's maximum
+
+    opened: list[float | None] = []
+
+    class Context:  # what Lambda gives a handler, at the start of an invocation of the deployed function
+        function_name, memory_limit_in_mb, aws_request_id = "launch", 512, "req-1"
+        invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:launch"
+
+        def get_remaining_time_in_millis(self) -> int:
+            return timeout * 1000
+
+    monkeypatch.setattr(launch_handler, "engine_from_environment", lambda: None)
+    monkeypatch.setattr(engine_launch, "launch", lambda engine, request: opened.append(budget.remaining()) or {})
+    launch_handler.handler({"run_id": "r-1", "state": "train", "token": "t"}, Context())
+    [left] = opened
+    assert left is not None and table.LAUNCH_CALL_BUDGET_SECONDS - 1 < left <= table.LAUNCH_CALL_BUDGET_SECONDS

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from infra_support import REPO_ROOT, Synth
 
-from infra.stack import HEARTBEAT_ENV, MACHINE_ARN_PREFIX_ENV, MAX_WAIT_ENV, compile_options
+from infra.stack import HEARTBEAT_ENV, MACHINE_ARN_PREFIX_ENV, MAX_WAIT_ENV, WATCH_INTERVAL_ENV, compile_options
 from infra.state_machines import spec_files
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.engine import inbox
@@ -68,6 +68,7 @@ def test_the_stack_uses_the_env_var_names_the_inbox_reads() -> None:
     assert HEARTBEAT_ENV == inbox.HEARTBEAT_ENV
     assert MAX_WAIT_ENV == inbox.MAX_WAIT_ENV
     assert MACHINE_ARN_PREFIX_ENV == inbox.MACHINE_ARN_PREFIX_ENV
+    assert WATCH_INTERVAL_ENV == inbox.WATCH_INTERVAL_ENV
 
 
 @pytest.mark.parametrize(("variant", "heartbeat"), [("default_synth", 300), ("ad_hoc_synth", 900)])
@@ -82,7 +83,7 @@ def test_the_inbox_is_told_the_heartbeat_the_machines_are_compiled_with(
     assert inbox.InboxSettings.from_environment(env).heartbeat_seconds == heartbeat
 
 
-def test_only_the_heartbeat_and_deadline_differ_from_the_compilers_defaults(
+def test_only_the_heartbeat_deadline_and_watch_interval_differ_from_the_compilers_defaults(
     default_synth: Synth, ad_hoc_synth: Synth
 ) -> None:
     """The inbox takes every other option from a run request, defaulting to the compiler's defaults."""
@@ -90,10 +91,24 @@ def test_only_the_heartbeat_and_deadline_differ_from_the_compilers_defaults(
         options = compile_options(synth.stack.settings)
         assert synth.stack.compile_options == options
         assert options.max_wait_seconds == synth.stack.settings.max_wait_seconds == 7 * 24 * 3600
+        assert options.watch_interval_seconds == 60 * synth.stack.settings.watch_interval_minutes
         assert dataclasses.replace(
             options, heartbeat_seconds=CompileOptions().heartbeat_seconds,
             max_wait_seconds=CompileOptions().max_wait_seconds,
+            watch_interval_seconds=CompileOptions().watch_interval_seconds,
         ) == CompileOptions()
+
+
+@pytest.mark.parametrize(("variant", "tick"), [("default_synth", 60), ("ad_hoc_synth", 300)])
+def test_the_inbox_is_told_the_watch_interval_the_trigger_bounds_use(
+    variant: str, tick: int, request: pytest.FixtureRequest
+) -> None:
+    """A trigger Task's bound depends on the watch interval: an ad-hoc upload of a deployed trigger spec compiled
+    without it would never match the deployed machine (and would wait `maxPolls` × `pollSeconds` only)."""
+    synth: Synth = request.getfixturevalue(variant)
+    env = _inbox_env(synth)
+    assert env[inbox.WATCH_INTERVAL_ENV] == str(tick) == str(synth.stack.compile_options.watch_interval_seconds)
+    assert inbox.InboxSettings.from_environment(env).watch_interval_seconds == tick
 
 
 def test_the_deployed_deadline_is_days_and_the_inbox_is_told_it(default_synth: Synth) -> None:
@@ -167,7 +182,7 @@ def test_every_variable_the_inbox_reads_is_set_when_ad_hoc_specs_are_allowed(ad_
     read = {
         inbox.MACHINE_ARN_PREFIX_ENV, inbox.MAX_WAIT_ENV,
         inbox.ALLOW_AD_HOC_ENV, inbox.AD_HOC_PREFIX_ENV, inbox.AD_HOC_ROLE_ENV,
-        inbox.AD_HOC_LOG_GROUP_ENV, inbox.HEARTBEAT_ENV, *inbox.FUNCTION_ARN_ENVS.values(),
+        inbox.AD_HOC_LOG_GROUP_ENV, inbox.HEARTBEAT_ENV, inbox.WATCH_INTERVAL_ENV, *inbox.FUNCTION_ARN_ENVS.values(),
     }
     assert {name for name in read if env.get(name)} == read
     settings = inbox.InboxSettings.from_environment(env)  # raises when an ad-hoc variable is missing

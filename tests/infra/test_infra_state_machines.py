@@ -93,17 +93,40 @@ def test_heartbeat_follows_the_watch_interval(default_synth: Synth, ad_hoc_synth
     assert beats and set(beats) == {900}
 
 
-def _walk_states(definition: dict) -> list[dict]:
+def test_a_trigger_waits_max_polls_watch_ticks_at_least(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+    """Issue 11 item 17: the watch tick polls a trigger's prefix once a tick (60 s at the least), so the trigger Task's
+    bound is `maxPolls` × max(`pollSeconds`, the tick); `maxPolls` × `pollSeconds` gave the example (1 s × 120) two
+    polls in the cloud before the run timed out."""
+    checked = 0
+    for synth in (default_synth, ad_hoc_synth):
+        tick = 60 * synth.stack.settings.watch_interval_minutes
+        for path in spec_files(SPECS):
+            spec = load_spec(path).spec
+            triggers = {n: st.trigger for n, st in spec.states.items() if st.trigger is not None}
+            if not triggers:
+                continue
+            states = dict(_named_states(synth.definition(synth.stack.workflows.machines[spec.name])))
+            for name, trigger in triggers.items():
+                task = states[f"{name}.trigger"]
+                assert task["Resource"].endswith(":lambda:invoke.waitForTaskToken"), name
+                assert task["TimeoutSeconds"] == trigger.max_polls * max(trigger.poll_seconds, tick), (spec.name, name)
+                assert task["TimeoutSeconds"] >= trigger.max_polls * tick
+                checked += 1
+    assert checked >= 2  # the trigger example, in both synths
+
+
+def _named_states(definition: dict) -> list[tuple[str, dict]]:
     found = []
-    for state in definition.get("States", {}).values():
-        found.append(state)
-        for branch in state.get("Branches", []):
-            found.extend(_walk_states(branch))
-        if "ItemProcessor" in state:
-            found.extend(_walk_states(state["ItemProcessor"]))
-        if "Iterator" in state:
-            found.extend(_walk_states(state["Iterator"]))
+    for name, state in definition.get("States", {}).items():
+        found.append((name, state))
+        for inner in (*state.get("Branches", []), state.get("ItemProcessor"), state.get("Iterator")):
+            if inner:
+                found.extend(_named_states(inner))
     return found
+
+
+def _walk_states(definition: dict) -> list[dict]:
+    return [state for _, state in _named_states(definition)]
 
 
 def test_an_invalid_spec_fails_the_synth_with_the_engines_message(tmp_path: Path) -> None:

@@ -45,6 +45,8 @@ Settings (`InboxSettings.from_environment()`):
   `NPA_WORKFLOW_{LAUNCH,DECIDE,TRIGGER,CLEANUP}_FUNCTION_ARN`;
 - `NPA_WORKFLOW_HEARTBEAT_SECONDS` (optional, default 300): the `HeartbeatSeconds` the deployed machines were
   compiled with (the stack's `compile_options`), so the compile here is comparable.
+- `NPA_WORKFLOW_WATCH_INTERVAL_SECONDS` (optional, default 0): the watch schedule the deployed machines were compiled
+  with (a trigger's bound is `maxPolls` × the longer of `pollSeconds` and it), likewise.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ AD_HOC_LOG_GROUP_ENV = env_names.AD_HOC_LOG_GROUP_ARN
 HEARTBEAT_ENV = env_names.HEARTBEAT_SECONDS
 MACHINE_ARN_PREFIX_ENV = env_names.MACHINE_ARN_PREFIX
 MAX_WAIT_ENV = env_names.MAX_WAIT_SECONDS
+WATCH_INTERVAL_ENV = env_names.WATCH_INTERVAL_SECONDS
 DEPLOYED_MACHINES_KEY = "catalog/machines.json"
 # The compiler's placeholder → the variable holding the function's ARN (protocol.functions).
 FUNCTION_ARN_ENVS = {f.placeholder: f.arn_env for f in functions.MACHINE_INVOKED}
@@ -113,6 +116,7 @@ class InboxSettings:
     heartbeat_seconds: int = _DEFAULTS.heartbeat_seconds
     machine_arn_prefix: str = ""
     max_wait_seconds: int = _DEFAULTS.max_wait_seconds
+    watch_interval_seconds: int = _DEFAULTS.watch_interval_seconds
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> InboxSettings:
@@ -137,6 +141,8 @@ class InboxSettings:
             machine_arn_prefix=env.get(MACHINE_ARN_PREFIX_ENV, "").strip(),
             max_wait_seconds=int(max_wait) if (max_wait := env.get(MAX_WAIT_ENV, "").strip()).isdigit()
             else _DEFAULTS.max_wait_seconds,
+            watch_interval_seconds=int(tick) if (tick := env.get(WATCH_INTERVAL_ENV, "").strip()).isdigit()
+            else _DEFAULTS.watch_interval_seconds,
         )
         if allow:
             missing = [name for name, value in (
@@ -372,6 +378,7 @@ def _compile_options(options: RunRequestOptions, settings: InboxSettings) -> Com
     return CompileOptions(
         max_wait_seconds=options.max_wait_seconds,
         heartbeat_seconds=settings.heartbeat_seconds,
+        watch_interval_seconds=settings.watch_interval_seconds,
         retries=options.retries,
         max_concurrency_cap=options.max_concurrency,
     )

@@ -16,7 +16,8 @@ from npa_workflow.protocol import environment as env
 
 SKYPILOT = (env.SKYPILOT_ENDPOINT, env.SKYPILOT_TOKEN_SECRET_ARN, env.STEP_SECRETS_ARN)
 INBOX = (env.STATE_MACHINES, env.ALLOW_AD_HOC, env.AD_HOC_MACHINE_PREFIX, env.AD_HOC_ROLE_ARN,
-         env.AD_HOC_LOG_GROUP_ARN, env.HEARTBEAT_SECONDS, env.MAX_WAIT_SECONDS, env.MACHINE_ARN_PREFIX)
+         env.AD_HOC_LOG_GROUP_ARN, env.HEARTBEAT_SECONDS, env.MAX_WAIT_SECONDS, env.WATCH_INTERVAL_SECONDS,
+         env.MACHINE_ARN_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,16 @@ class FunctionSlot:
         return f"NPA_WORKFLOW_{self.name.upper()}_FUNCTION_ARN"
 
 
-LAUNCH = FunctionSlot("launch", "Submits a wave's SkyPilot job once and records (job id, task token)", 60,
-                      machine_invoked=True, env=(*env.ENGINE, *SKYPILOT))
+# The launch function's time, in two parts. Its SkyPilot calls (the reconcile-by-name lookup, the submit) may spend
+# LAUNCH_CALL_BUDGET_SECONDS in all: the handler opens that budget (engine/budget.py) as the time remaining less
+# LAUNCH_MARGIN_SECONDS, which covers the one exchange in flight when the budget runs out (SkyPilotApi's connect 5 s
+# + read 30 s timeouts) and the ledger write recording the outcome. Lambda kills a function at its timeout
+# mid-call, with nothing recorded, so the timeout is the sum (tests/infra/test_infra_functions.py pins it).
+LAUNCH_CALL_BUDGET_SECONDS = 80
+LAUNCH_MARGIN_SECONDS = 40
+LAUNCH = FunctionSlot("launch", "Submits a wave's SkyPilot job once and records (job id, task token)",
+                      LAUNCH_CALL_BUDGET_SECONDS + LAUNCH_MARGIN_SECONDS, machine_invoked=True,
+                      env=(*env.ENGINE, *SKYPILOT))
 DECIDE = FunctionSlot("decide", "Reads a decision artifact from S3 and normalizes it for a Choice", 30,
                       machine_invoked=True)
 TRIGGER = FunctionSlot("trigger", "Registers a trigger watch; completes it on S3 Object Created events", 60,
