@@ -16,7 +16,6 @@ from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.ledger import RunStatus
 from npa_workflow.protocol.events import ExecutionStatusChange, ExecutionStatusDetail
-from npa_workflow.protocol.payloads import run_id_of_input
 
 logger = Logger(service="npa-workflow-reap")
 metrics = Metrics(namespace="npa-workflow", service="reap")
@@ -24,6 +23,8 @@ ENDED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 
 
 def run_id_of(detail: ExecutionStatusDetail) -> str:
+    from npa_workflow.protocol.execution import run_id_of_input  # only reap parses an execution's input
+
     return run_id_of_input(detail.input) or detail.name
 
 

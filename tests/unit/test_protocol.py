@@ -14,18 +14,16 @@ import pytest
 from npa_workflow.compile.asl import compile_spec, execution_input
 from npa_workflow.local.moto_lambda import error_body
 from npa_workflow.protocol import errors, functions, run_ids
+from npa_workflow.protocol.execution import ExecutionInput, MapItem, run_id_of_input
 from npa_workflow.protocol.keys import WaveKey, decode_loops, group_keys, loop_keys
 from npa_workflow.protocol.payloads import (
     CleanupResult,
     CleanupTask,
     DecideResult,
     DecideTask,
-    ExecutionInput,
-    MapItem,
     WaveTask,
     check_payload,
     payload_fields,
-    run_id_of_input,
 )
 from npa_workflow.protocol.stack import deployable_spec_files
 from npa_workflow.spec.load import load_spec

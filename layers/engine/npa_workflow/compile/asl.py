@@ -35,8 +35,9 @@ from npa_workflow.compile.size import MAX_DEFINITION_BYTES, deployed_definition_
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.waves import concurrency_limit
 from npa_workflow.protocol import errors, functions
+from npa_workflow.protocol.execution import MapItem
 from npa_workflow.protocol.keys import group_keys, loop_keys
-from npa_workflow.protocol.payloads import CleanupTask, DecideTask, MapItem, WaveTask, check_payload
+from npa_workflow.protocol.payloads import CleanupTask, DecideTask, WaveTask, check_payload
 from npa_workflow.spec.config import RunContext, resolve_config
 from npa_workflow.spec.ints import resolve_bounded, yaml_bool
 from npa_workflow.spec.model import State

@@ -1,7 +1,8 @@
 """The contract between the compiled state machine and the engine, written once.
 
 - `functions`: the function table (slot, ARN placeholder, handler path, environment, timeout, memory);
-- `payloads`: what each Task sends its Lambda and what the machine reads back, the execution input;
+- `payloads`: what each Task sends its Lambda and what the machine reads back;
+- `execution`: the state data (the execution input, a Map member's item);
 - `events`: the EventBridge events the functions consume (S3 Object Created, Execution Status Change);
 - `errors`: every error name the machine retries, catches or is stopped with, and the Lambda exceptions;
 - `keys`: loop/group keys in the state data and the structured wave key;

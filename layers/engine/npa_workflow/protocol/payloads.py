@@ -4,8 +4,8 @@ The compiler checks every Task's `Parameters.Payload` against the model of the f
 (`check_payload`), so the machine and the handler cannot drift: a field the model lacks, or a required field not
 given, fails the compile. The handler validates the event with the same model and the engine function takes it.
 
-The state data is the execution input (`ExecutionInput`); inside a Map the member's item (`MapItem`) carries what
-the member's Tasks read.
+The state data the Tasks read from is in `protocol.execution` (the execution input, a Map's item): the
+compiler and reap need those models, the other handlers do not build them at their cold start.
 """
 
 from __future__ import annotations
@@ -58,17 +58,6 @@ class CleanupTask(StateTask):
     deadline: dict[str, int] = Field(default_factory=dict)
 
 
-class MapItem(BaseModel):
-    """One member of a group, as the Map's ItemSelector builds it from the parent's state data."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    member: str
-    run_id: str
-    loops: dict[str, int] = Field(default_factory=dict)
-    deadline: int = 0  # the run's per-wave deadline (`$.run.deadline`), read by the member's TimeoutSecondsPath
-
-
 # -- results the machine reads (ResultSelector paths)
 class DecideResult(BaseModel):
     decision: str  # the normalized decision the Choice compares
@@ -96,33 +85,3 @@ def check_payload(model: type[BaseModel], payload_doc: dict[str, Any]) -> dict[s
 def payload_fields(payload_doc: Mapping[str, Any]) -> set[str]:
     """The model fields a compiled Payload sets (`"x.$"` and `"x"` both set `x`)."""
     return {key.removesuffix(".$") for key in payload_doc}
-
-
-# -- the execution input
-class RunRef(BaseModel):
-    run_id: str
-    bucket: str
-    deadline: int = 0  # this run's per-wave deadline in seconds; wave Tasks read it (TimeoutSecondsPath)
-
-
-class DecisionValue(BaseModel):
-    value: str = ""
-
-
-class ExecutionInput(BaseModel):
-    """What every execution of a compiled machine starts with (`compile.asl.execution_input`)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    run: RunRef
-    loops: dict[str, int] = Field(default_factory=dict)  # every loop key at 0
-    decision: DecisionValue = Field(default_factory=DecisionValue)
-    groups: dict[str, list[str]] = Field(default_factory=dict)  # group key → members (empty: read from S3)
-
-
-def run_id_of_input(text: str | None) -> str | None:
-    """The run id in an execution's input JSON (as Execution Status Change events carry it), or None."""
-    try:
-        return ExecutionInput.model_validate_json(text or "").run.run_id or None
-    except ValueError:
-        return None
