@@ -234,7 +234,10 @@ def test_cleanup_of_a_timeout_with_no_cancel_on_timeout_leaves_the_job_running(e
     try:
         result = cleanup(engine, {"run_id": "r4", "state": "work", "loops": {"l1": 1},
                                   "error": {"Error": "States.Timeout", "Cause": None}})
-        assert "timed out" in result["cause"] and "cancelled job(s): none" in result["cause"]
+        job = started["job_id"]
+        assert "timed out" in result["cause"] and "cancelled job(s)" not in result["cause"]
+        assert f"still running (--no-cancel-on-timeout): {job}" in result["cause"]
+        assert f"`npa-workflow jobs cancel {job}`" in result["cause"]
         info = engine.executor.local.statuses([started["job_id"]])[started["job_id"]]
         assert info.status == "RUNNING"
         assert [a.status for a in engine.ledger.attempts("r4")] == [WaveStatus.FAILED]  # reap will skip it

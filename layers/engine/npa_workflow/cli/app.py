@@ -33,6 +33,7 @@ from npa_workflow.cli.common import (
 from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, PricesOpt, parse_minutes, print_cost
 from npa_workflow.cli.gc import gc_command
 from npa_workflow.cli.graph import graph_command
+from npa_workflow.cli.jobs import jobs_app
 from npa_workflow.cli.logs import logs_command
 from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
 from npa_workflow.cli.run import run_command
@@ -304,6 +305,7 @@ app.command(name="resume")(resume_command)
 app.command(name="list")(list_command)
 app.command(name="logs")(logs_command)
 app.command(name="gc")(gc_command)
+app.add_typer(jobs_app, name="jobs")
 
 
 def main() -> None:

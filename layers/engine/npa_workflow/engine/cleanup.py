@@ -85,6 +85,12 @@ def leave_running(engine: Engine, run_id: str, reason: str) -> list[str]:
     return [w.job_id for w in waves if w.job_id]
 
 
+def left_running_text(job_ids: list[str]) -> str:
+    """What a run left running on purpose says: which jobs, and the command that stops each by exact id."""
+    commands = "; ".join(f"`npa-workflow jobs cancel {j}`" for j in job_ids)
+    return f"job(s) still running (--no-cancel-on-timeout): {', '.join(job_ids)}; stop with {commands}"
+
+
 def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member_of_map: bool) -> str:
     """Which state ran past which deadline, and how to raise it."""
     timeout, heartbeat = deadline.get("timeoutSeconds"), deadline.get("heartbeatSeconds")
@@ -108,17 +114,18 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     root = _root_cause(engine, run_id)
     member_timeout = error_name == MAP_THRESHOLD and root is None
     timed_out = error_name in TIMEOUT_ERRORS or member_timeout
+    left: list[str] = []
+    cancelled: list[str] = []
     if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
         reason = f"state '{owner}' timed out; its job is left running (--no-cancel-on-timeout)"
-        leave_running(engine, run_id, reason)
-        cancelled: list[str] = []
+        left = leave_running(engine, run_id, reason)
     else:
         reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
         cancelled = cancel_active(engine, run_id, reason)
     if timed_out:
-        jobs = ", ".join(cancelled) or "none"
         text = _deadline_text(owner, error_name, task.deadline, member_timeout)
-        state, message, name = owner, f"{text}; cancelled job(s): {jobs}", WAVE_TIMED_OUT
+        jobs = left_running_text(left) if left else f"cancelled job(s): {', '.join(cancelled) or 'none'}"
+        state, message, name = owner, f"{text}; {jobs}", WAVE_TIMED_OUT
     elif root is not None:
         (state, message), name = root, (error_name if not error_name.startswith("States.") else WAVE_FAILED)
     else:
