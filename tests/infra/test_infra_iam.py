@@ -329,3 +329,67 @@ def test_kms_decrypt_only_for_the_keys_named_and_only_to_their_readers(
                 service = "s3" if st["Resource"] == DATA_KEY_ARN else "secretsmanager"
                 via = st["Condition"]["StringEquals"]["kms:ViaService"]
                 assert _text(via) == f"{service}.<AWS::Region>.amazonaws.com", name
+
+
+def test_distributed_map_child_executions_are_covered_by_the_grants_aws_checks(
+    default_synth: Synth, ad_hoc_synth: Synth
+) -> None:
+    """Issue 11 item 7, evaluated rather than string-matched (moto's IAM policy evaluator on the synthesized roles): a
+    member of a Distributed Map runs in the child execution `execution:<machine>/<label>:<id>` of the child machine
+    `stateMachine:<machine>/<label>`, the label being the group's key (`g<n>`, compile/asl.py). AWS authorizes
+    SendTask* against the token's machine and Describe/Stop/RedriveExecution against the execution ARN."""
+    from iam_conformance import ACCOUNT, REGION, Resolver, allowed
+    from infra_support import REPO_ROOT
+
+    from npa_workflow.protocol.keys import group_keys
+    from npa_workflow.spec.load import load_spec
+
+    [label] = group_keys(load_spec(REPO_ROOT / "specs" / "sweep.yaml").spec).values()
+    arn = f"arn:aws:states:{REGION}:{ACCOUNT}"
+    run_id = "0f8c2d9e-1b7a-4c3e-9d55-2a6b1e0c7f41"
+    ad_hoc = "NpaWorkflow.adhoc.0123456789abcdef"
+    stranger = "Other.sweep"  # another stack's machine, same account
+    for synth in (default_synth, ad_hoc_synth):
+        resolver = Resolver(synth.template, {})
+        machines = [*synth.stack.workflows.names.values(), ad_hoc]
+        for name in NAMES:
+            policies = resolver.role_policies(synth.logical_id(synth.stack.engine.roles[name]))
+            for action in sorted(TASK_RESPONSES):
+                answers = name in ("launch", "trigger", "watch")
+                for machine in machines:
+                    child = f"{arn}:stateMachine:{machine}/{label}"
+                    assert allowed(policies, action, child) == answers, (name, action, child)
+                assert not allowed(policies, action, f"{arn}:stateMachine:{stranger}/{label}"), (name, action)
+
+    # The machine role of ad-hoc machines (any of which may hold a Distributed Map): its own executions and their
+    # children, nothing of the deployed machines or another stack.
+    resolver = Resolver(ad_hoc_synth.template, {})
+    policies = resolver.role_policies(ad_hoc_synth.logical_id(ad_hoc_synth.stack.ad_hoc_role))
+    parent = f"{arn}:execution:{ad_hoc}:{run_id}"
+    child = f"{arn}:execution:{ad_hoc}/{label}:{run_id}"
+    for action in ("states:DescribeExecution", "states:StopExecution"):
+        assert allowed(policies, action, parent) and allowed(policies, action, child), action
+    assert allowed(policies, "states:RedriveExecution", child)
+    assert allowed(policies, "states:StartExecution", f"{arn}:stateMachine:{ad_hoc}")
+    deployed = next(iter(ad_hoc_synth.stack.workflows.names.values()))
+    for action in ("states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"):
+        for other in (f"{arn}:execution:{deployed}/{label}:{run_id}", f"{arn}:execution:{stranger}/{label}:{run_id}"):
+            assert not allowed(policies, action, other), (action, other)
+
+    # A deployed machine with a Distributed Map (none in specs/ has one today): `grant_distributed_map` on its name.
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk.assertions import Template
+
+    from infra.state_machines import grant_distributed_map
+
+    stack = cdk.Stack(cdk.App(), "Grants")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("states.amazonaws.com"))
+    grant_distributed_map(role, stack, deployed, s3.Bucket(stack, "Bucket"))
+    template = Template.from_stack(stack).to_json()
+    policies = Resolver(template, {}).role_policies(stack.resolve(stack.get_logical_id(role.node.default_child)))
+    own_child = f"{arn}:execution:{deployed}/{label}:{run_id}"
+    for action in ("states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"):
+        assert allowed(policies, action, own_child), action
+        assert not allowed(policies, action, f"{arn}:execution:{deployed}x/{label}:{run_id}"), action

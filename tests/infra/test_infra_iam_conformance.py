@@ -84,7 +84,7 @@ def _inbox_environment(synth: Synth) -> dict[str, str]:
     fn = synth.template["Resources"][synth.logical_id(synth.stack.engine.functions["inbox"])]
     resolver = Resolver(synth.template, {})
     keep = ("NPA_WORKFLOW_MACHINE_ARN_PREFIX", "NPA_WORKFLOW_ALLOW_AD_HOC", "NPA_WORKFLOW_HEARTBEAT_SECONDS",
-            "NPA_WORKFLOW_MAX_WAIT_SECONDS")
+            "NPA_WORKFLOW_MAX_WAIT_SECONDS", "NPA_WORKFLOW_WATCH_INTERVAL_SECONDS")
     return {k: str(resolver.value(v)) for k, v in fn["Properties"]["Environment"]["Variables"].items() if k in keep}
 
 

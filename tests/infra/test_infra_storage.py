@@ -77,6 +77,25 @@ def test_lifecycle_expires_rejections_old_runs_and_old_versions(default_synth: S
     assert custom["expire-old-runs"]["ExpirationInDays"] == 90  # -c retentionDays=90
 
 
+def test_runs_expiry_and_the_ledger_ttl_outlive_the_stacks_deadline(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+    """Issue 11 item 18: `runs/` expiry and the ledger TTL were 30 days while a wave may wait longer. The synth refuses
+    `retentionDays` × 86,400 ≤ `maxWaitSeconds` (test_infra_settings.py); this pins that both expiries are that one
+    setting. S3 lifecycle expiration counts days from an object's creation (a run's frozen spec is written when it
+    starts); the ledger gives an item its TTL only when it ends (tests/unit/test_ledger.py), counted from then."""
+    for synth in (default_synth, ad_hoc_synth):
+        settings = synth.stack.settings
+        deadline = synth.stack.compile_options.max_wait_seconds
+        assert deadline == settings.max_wait_seconds
+        [runs_rule] = [r for r in _engine_bucket(synth)["LifecycleConfiguration"]["Rules"]
+                       if r.get("Prefix") == "runs/" and "ExpirationInDays" in r]
+        assert runs_rule["ExpirationInDays"] == settings.retention_days
+        assert runs_rule["ExpirationInDays"] * 86400 > deadline
+        for name, fn in synth.stack.engine.functions.items():  # the ledger's TTL: `retention_days` from the item's end
+            env = synth.template["Resources"][synth.logical_id(fn)]["Properties"]["Environment"]["Variables"]
+            assert int(env["NPA_WORKFLOW_RETENTION_DAYS"]) * 86400 > deadline, name
+            assert int(env["NPA_WORKFLOW_RETENTION_DAYS"]) == settings.retention_days, name
+
+
 class _CapturingClient:
     """Records the engine's own CreateTable request (the local runtime's table) to compare with CDK's."""
 
