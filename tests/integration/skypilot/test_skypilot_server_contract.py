@@ -192,3 +192,36 @@ def test_find_jobs_by_name_matches_exact_names_only(sky_api: SkyPilotApi, launch
     # The server's name filter (SQL LIKE %name%) matches both jobs; only the exact name is kept.
     assert [r.job_id for r in sky_api.find_jobs_by_name(launched.name)] == [launched.job_id]
     assert sky_api.find_jobs_by_name(launched.name[:-1]) == []
+
+
+
+def test_job_logs_by_exact_id_are_a_bounded_stream_without_control_lines(
+    sky_api: SkyPilotApi, launched: Launched, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`POST /jobs/logs` (follow off) streams the job's log as the response body. A job without a cloud
+    never ran, so what the real server streams is its terminal-state notice and failure reason."""
+    from npa_workflow.cli.logs import LogSource, show
+
+    def ended() -> bool:
+        rows = sky_api.queue([launched.job_id])
+        return bool(rows) and all(r.terminal for r in rows)
+
+    wait_until(f"job {launched.job_id} to end", ended, JOB_TIMEOUT)
+    logs = sky_api.job_logs(launched.job_id, max_bytes=4096)
+    assert logs.job_id == launched.job_id and logs.complete and logs.request_id
+    assert f"Job {launched.job_id} is already in terminal state FAILED_PRECHECKS" in logs.text, logs.text
+    assert "NoCloudAccessError" in logs.text
+    assert "<sky-payload" not in logs.text and "\x1b" not in logs.text, "control lines and colours are removed"
+    assert logs.skipped_bytes == 0
+
+    small = sky_api.job_logs(launched.job_id, max_bytes=16)
+    assert small.complete and len(small.text.encode()) <= 16 and small.skipped_bytes > 0
+    assert logs.text.endswith(small.text), (small.text, logs.text)  # the tail, not the head
+
+    assert "Job 987654 not found." in sky_api.job_logs(987654, max_bytes=4096).text
+
+    # `npa-workflow logs --stack … --skypilot-endpoint …` prints it through the same call.
+    source = LogSource("work", None, 1, "FAILED", str(launched.job_id), None, "SkyPilot managed job")
+    capsys.readouterr()
+    show(source, 4096, header=False, sky=sky_api)
+    assert capsys.readouterr().out == logs.text

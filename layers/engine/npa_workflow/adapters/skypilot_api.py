@@ -30,7 +30,7 @@ import random
 import re
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,6 +42,7 @@ __all__ = [
     "JobOutcome",
     "FailureClass",
     "HealthInfo",
+    "JobLogs",
     "JobRow",
     "RequestResult",
     "SkyPilotApi",
@@ -425,6 +426,60 @@ class RequestResult:
         return self.status in REQUEST_TERMINAL_STATUSES
 
 
+@dataclass(frozen=True)
+class JobLogs:
+    """The tail of one managed job's log, as the server streamed it (control lines removed).
+
+    ``skipped_bytes``: bytes received before the tail kept (the budget cut them); ``complete`` is
+    false when the stream was cut off at the wire budget or the deadline before the server ended it.
+    """
+
+    job_id: int
+    text: str
+    skipped_bytes: int
+    complete: bool
+    request_id: str | None
+
+
+# SkyPilot's own control lines inside a streamed log (spinner updates, heartbeats): `<sky-payload…>…</sky-payload>`.
+_PAYLOAD_LINE = re.compile(r"<sky-payload[^>]*>.*?</sky-payload>\r?\n?")
+
+
+class _LogTail:
+    """The last ``keep`` bytes of a streamed log, line by line, without SkyPilot's control lines and colours."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.skipped = 0  # bytes of log text dropped from the front to stay within ``keep``
+        self._partial = b""
+        self._kept = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        data = self._partial + chunk
+        cut = data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        if len(self._partial) > self.keep:  # one endless line: keep its end only
+            self.skipped += len(self._partial) - self.keep
+            self._partial = self._partial[-self.keep:]
+        self._keep(data[:cut])
+
+    def end(self) -> None:
+        self._keep(self._partial)
+        self._partial = b""
+
+    def _keep(self, data: bytes) -> None:
+        if not data:
+            return
+        text = _PAYLOAD_LINE.sub("", data.decode("utf-8", "replace"))
+        self._kept += (_plain(text) or "").encode()
+        if len(self._kept) > self.keep:
+            self.skipped += len(self._kept) - self.keep
+            del self._kept[: len(self._kept) - self.keep]
+
+    def text(self) -> str:
+        return self._kept.decode("utf-8", "replace")
+
+
 #: Queue fields we ask for (the rest of a row is heavy: the task YAML, paths, pickles).
 QUEUE_FIELDS = (
     "job_id",
@@ -770,6 +825,36 @@ class SkyPilotApi:
         value = result.return_value
         return [str(v) for v in value] if isinstance(value, list) else []
 
+    def job_logs(self, job_id: int, *, max_bytes: int = 64 * 1024, tail_lines: int | None = None,
+                 timeout: float | None = None) -> JobLogs:
+        """The last ``max_bytes`` of managed job ``job_id``'s log (exact id; never by name).
+
+        ``POST /jobs/logs`` with ``follow: false`` answers with the log itself as a streamed body
+        (the request's own output; the request id is in the usual header) that ends once the server
+        has sent what the job wrote so far. ``tail`` (lines, server side) keeps the server from
+        sending a whole training log: by default one line per 64 bytes of the budget. What arrives
+        beyond the budget is dropped from the front as it comes; the stream is abandoned after
+        4 × ``max_bytes`` (+64 KiB) on the wire or ``timeout`` seconds (default ``read_timeout``), so
+        neither memory nor time is unbounded. A request the server failed (unknown job, no jobs
+        controller) raises :class:`SkyPilotRequestFailed` once the stream ended.
+        """
+        if isinstance(job_id, bool) or not isinstance(job_id, int):
+            raise TypeError(f"a job id is an integer, got {job_id!r}")
+        if max_bytes < 1:
+            raise ValueError("max_bytes must be at least 1")
+        lines = tail_lines if tail_lines is not None else max(1, max_bytes // 64)
+        body = {"job_id": job_id, "follow": False, "controller": False, "refresh": False, "tail": lines}
+        limit = self.read_timeout if timeout is None else float(timeout)
+        tail = _LogTail(max_bytes)
+        request_id, complete = self._stream("/jobs/logs", body, tail.add, 4 * max_bytes + 64 * 1024, limit)
+        tail.end()
+        if complete and request_id:
+            with_result = self._status_payloads([request_id]).get(request_id)
+            if with_result is not None and with_result.get("status") == "FAILED":
+                raise self._get_result_error(request_id)
+        return JobLogs(job_id=job_id, text=tail.text(), skipped_bytes=tail.skipped, complete=complete,
+                       request_id=request_id)
+
     # -- request plumbing ---------------------------------------------------------------------
 
     def _queue(self, filters: dict[str, Any]) -> list[JobRow]:
@@ -866,6 +951,58 @@ class SkyPilotApi:
             request_name=request_name,
         )
 
+    def _get_result_error(self, request_id: str) -> SkyPilotError:
+        try:
+            self._get_result(request_id)
+        except SkyPilotError as e:
+            return e
+        return SkyPilotError(f"SkyPilot request {request_id} reported FAILED but returned a result")
+
+    def _stream(self, path: str, body: dict[str, Any], sink: Callable[[bytes], None], wire_budget: int,
+                timeout: float) -> tuple[str | None, bool]:
+        """POST a request whose answer is a streamed body, handing each chunk to ``sink``: (request id,
+        whether the server ended the stream before ``wire_budget`` bytes or the deadline).
+
+        One attempt, no retry: a log read is cheap to ask again, and the caller says what failed.
+        """
+        payload = dict(body)
+        payload["env_vars"] = {"SKYPILOT_USER_ID": self.user_id, "SKYPILOT_USER": self.user_name}
+        payload["using_remote_api_server"] = True
+        data = json.dumps(payload).encode()
+        headers = self._headers(True)
+        headers["Accept"] = "*/*"
+        conn = self._connection()
+        deadline = time.monotonic() + timeout
+        try:
+            try:
+                conn.connect()
+                if conn.sock is not None:
+                    conn.sock.settimeout(min(self.read_timeout, timeout))
+                conn.request("POST", self._base_path + path, body=data, headers=headers)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                raise SkyPilotUnavailable(f"POST {path} to {self.endpoint}: {self._redact(str(e))}") from None
+            if resp.status != 200:
+                raw = resp.read(64 * 1024)
+                kind = SkyPilotAuthError if resp.status in (401, 403) else (
+                    SkyPilotUnavailable if resp.status == 503 else SkyPilotError)
+                raise kind(f"POST {path}: HTTP {resp.status} from {self.endpoint}: "
+                           f"{self._describe(_json_or_none(raw), raw)}", status_code=resp.status)
+            request_id = resp.getheader(REQUEST_ID_HEADER)
+            received = 0
+            while received < wire_budget and time.monotonic() < deadline:
+                try:
+                    chunk = resp.read1(min(64 * 1024, wire_budget - received))
+                except (OSError, http.client.HTTPException):
+                    break  # what arrived is still worth showing; the caller is told it is cut short
+                if not chunk:
+                    return request_id, True
+                received += len(chunk)
+                sink(chunk)
+            return request_id, False
+        finally:
+            conn.close()
+
     # -- transport ----------------------------------------------------------------------------
 
     def _call(
@@ -960,16 +1097,17 @@ class SkyPilotApi:
             headers["Authorization"] = self._auth_header
         return headers
 
-    def _exchange(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> _Response:
-        """One HTTP exchange with separate connect and read timeouts. No retries here."""
+    def _connection(self) -> http.client.HTTPConnection:
         if self._scheme == "https":
             import ssl  # already imported by http.client; named here for the context
 
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self._host, self._port, timeout=self.connect_timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.connect_timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.connect_timeout,
+                                               context=ssl.create_default_context())
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.connect_timeout)
+
+    def _exchange(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> _Response:
+        """One HTTP exchange with separate connect and read timeouts. No retries here."""
+        conn = self._connection()
         try:
             try:
                 conn.connect()

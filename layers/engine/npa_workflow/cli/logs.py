@@ -7,7 +7,10 @@ Every wave attempt in the ledger names its job; a local job's combined stdout an
 - a local `run`: its ledger kept under `<home>/runs/<run-id>/` (`local.durable_aws.run_ledger_items`);
 - a `serve` stack (`--endpoint`): its ledger table, the logs under the same home;
 - a deployed stack (`--stack`): its ledger table; a step is a SkyPilot managed job, whose log the
-  SkyPilot API server keeps (the command says which job and how to read it).
+  SkyPilot API server keeps: read by exact job id through its REST API (`POST /jobs/logs`, bounded by
+  `--bytes`) when `--skypilot-endpoint` / `$SKYPILOT_API_SERVER_ENDPOINT` names the server (token:
+  `$SKYPILOT_SERVICE_ACCOUNT_TOKEN` or `$SKYPILOT_TOKEN_SECRET_ARN`, as `run --executor skypilot`);
+  otherwise the command says which job and how to read it. The handlers' own logs stay in CloudWatch.
 
 Only the last `--bytes` of each log are read, so a multi-gigabyte training log costs what its tail costs.
 """
@@ -167,6 +170,17 @@ def select(sources: list[LogSource], state: str | None, iteration: int | None, a
     return list(latest.values())
 
 
+def skypilot_client(endpoint: str) -> Any:
+    """The SkyPilot API client for this endpoint, its token from the environment (as `run --executor skypilot`)."""
+    from npa_workflow.adapters.skypilot_api import ENV_ENDPOINT, SkyPilotApi, SkyPilotError
+
+    try:
+        return SkyPilotApi.from_environment({**os.environ, ENV_ENDPOINT: endpoint})
+    except (SkyPilotError, ValueError) as exc:
+        _err(f"npa-workflow logs: error: --skypilot-endpoint: {exc}")
+        raise typer.Exit(2) from None
+
+
 # ------------------------------------------------------------------------------------------------ printing
 def _write(data: bytes) -> None:
     sys.stdout.buffer.write(data)
@@ -178,14 +192,39 @@ def _err(line: str) -> None:
     sys.stderr.flush()
 
 
-def show(source: LogSource, budget: int, header: bool) -> int:
-    """Print the tail of one log; returns the offset it ended at (for --follow)."""
+HANDLER_LOGS = ("the handlers' logs are in CloudWatch: each function's own log group (the stack's *Logs "
+                "resources: `aws cloudformation describe-stack-resources --stack-name STACK`), each state machine's "
+                "in /aws/vendedlogs/states/<stack>.<spec>")
+
+
+def show_skypilot(source: LogSource, budget: int, sky: Any) -> None:
+    """Print the tail of a SkyPilot managed job's log, read from the API server by exact job id."""
+    from npa_workflow.adapters.skypilot_api import SkyPilotError
+
+    try:
+        got = sky.job_logs(int(source.job_id or ""), max_bytes=budget)
+    except (SkyPilotError, ValueError) as exc:
+        _err(f"npa-workflow logs: {source.label}: cannot read SkyPilot job {source.job_id}'s log: {exc}")
+        return
+    if got.skipped_bytes:
+        _err(f"npa-workflow logs: {source.label}: the first {got.skipped_bytes} bytes the server sent are not "
+             "shown (--bytes N for more)")
+    if not got.complete:
+        _err(f"npa-workflow logs: {source.label}: the server's stream was cut off at the byte or time budget")
+    _write(got.text.encode())
+
+
+def show(source: LogSource, budget: int, header: bool, sky: Any = None) -> int:
+    """Print the tail of one log; returns the offset it ended at (for --follow). ``sky``: a SkyPilot API
+    client, for the waves whose job is a SkyPilot managed job."""
     if header:
         _write(f"==> {source.label} · {source.status} · {source.where} <==\n".encode())
     if source.path is None:
-        if source.job_id:
-            _err(f"npa-workflow logs: {source.label}: {source.where} (the handlers' logs are in CloudWatch, "
-                 "one log group per function)")
+        if source.job_id and sky is not None and source.job_id.isdigit():
+            show_skypilot(source, budget, sky)
+        elif source.job_id:
+            _err(f"npa-workflow logs: {source.label}: {source.where} (--skypilot-endpoint URL reads it here; "
+                 f"{HANDLER_LOGS})")
         return 0
     try:
         data, skipped = read_tail(source.path, budget)
@@ -234,6 +273,10 @@ def logs_command(
                                                  help="A `serve` stack (default: a local `run`)")] = None,
     stack: Annotated[str | None, typer.Option("--stack", help="A deployed stack (CloudFormation name)")] = None,
     region: Annotated[str | None, typer.Option("--region", help="AWS region (with --stack)")] = None,
+    skypilot_endpoint: Annotated[str | None, typer.Option(
+        "--skypilot-endpoint", envvar="SKYPILOT_API_SERVER_ENDPOINT",
+        help="SkyPilot API server URL: reads a SkyPilot job's log by exact id (token: "
+             "$SKYPILOT_SERVICE_ACCOUNT_TOKEN)")] = None,
 ) -> None:
     """Print the output of a run's steps (the latest attempt of each wave; one state with STATE)."""
     home = logs_home()
@@ -264,8 +307,12 @@ def logs_command(
     if follow_ and len(chosen) > 1:
         _err("npa-workflow logs: error: --follow follows one step: name STATE (and --iteration N in a loop)")
         raise typer.Exit(2)
+    sky = skypilot_client(skypilot_endpoint) if (endpoint or stack) and skypilot_endpoint else None
     for source in chosen:
-        offset = show(source, budget, header=len(chosen) > 1)
+        offset = show(source, budget, header=len(chosen) > 1, sky=sky)
+        if follow_ and source.path is None:
+            _err("npa-workflow logs: --follow follows local logs; a SkyPilot job's log is read once (run again "
+                 "for more)")
         if follow_ and source.path is not None:
 
             def refresh(target: LogSource = source) -> LogSource | None:
