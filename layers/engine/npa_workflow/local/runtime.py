@@ -488,7 +488,7 @@ class LocalRuntime:
                 ) from None
         ledger.create_table()
         role_arn, arns = deploy_functions(clients)
-        self.pump = event_pump(clients, role_arn, self.home / "runs" / self.run_id / "lambda-failures.jsonl")
+        self.pump = event_pump(clients, self.home / "runs" / self.run_id / "lambda-failures.jsonl")
         deployed = _Deployed(clients=clients, role_arn=role_arn, function_arns=arns)
         options = CompileOptions(
             max_wait_seconds=self.options.max_wait_seconds,
@@ -666,9 +666,14 @@ def create_bucket(s3: Any, bucket: str) -> None:
             raise
 
 
+def function_name(slot: function_table.FunctionSlot) -> str:
+    return f"npa-workflow-{slot.name}"
+
+
 def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-    """The IAM role and the launch/decide/trigger/cleanup functions (handlers imported in this process), with
-    the process's engine environment. Returns (role ARN, {function name: ARN})."""
+    """The IAM role and every function of the table, as the CDK app creates them (handler, timeout, memory;
+    handlers imported in this process), with the process's engine environment. Returns (role ARN, {function
+    name: ARN})."""
     role_arn = clients["iam"].create_role(
         RoleName=ROLE_NAME,
         AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{
@@ -679,32 +684,20 @@ def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
                                                wiring.LOCAL_STATE_DIR_ENV)}
     arns = {}
-    for fn in function_table.MACHINE_INVOKED:
+    for fn in function_table.FUNCTIONS:
         arns[fn.name] = clients["lambda"].create_function(
-            FunctionName=f"npa-workflow-{fn.name}", Runtime="python3.11", Role=role_arn,
+            FunctionName=function_name(fn), Runtime="python3.11", Role=role_arn,
             Handler=fn.handler, Code={"ZipFile": code}, Timeout=fn.timeout_seconds, MemorySize=fn.memory_mb,
             Environment={"Variables": function_env},
         )["FunctionArn"]
     return role_arn, arns
 
 
-def event_pump(clients: Mapping[str, Any], role_arn: str, failures_path: Path) -> EventPump:
-    """Deploy the functions of the table that EventBridge invokes in the cloud (watch, reap, inbox: no state
-    machine does) beside the machine-invoked ones, and return the pump that delivers the stack's events to them
-    and to the trigger."""
-    code = _dummy_zip()
-    function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
-                                               wiring.LOCAL_STATE_DIR_ENV)}
-    names = {fn.name: f"npa-workflow-{fn.name}" for fn in function_table.MACHINE_INVOKED}
-    for fn in function_table.FUNCTIONS:
-        if fn.machine_invoked:
-            continue
-        names[fn.name] = clients["lambda"].create_function(
-            FunctionName=f"npa-workflow-{fn.name}", Runtime="python3.11", Role=role_arn, Handler=fn.handler,
-            Code={"ZipFile": code}, Timeout=fn.timeout_seconds, MemorySize=fn.memory_mb,
-            Environment={"Variables": function_env},
-        )["FunctionName"]
-    return EventPump(clients["lambda"], names, failures_path)
+def event_pump(clients: Mapping[str, Any], failures_path: Path) -> EventPump:
+    """The pump that delivers the stack's events to the deployed functions (`deploy_functions`): what EventBridge
+    invokes in the cloud (watch, reap, inbox, and the trigger on S3 events)."""
+    return EventPump(clients["lambda"], {fn.name: function_name(fn) for fn in function_table.FUNCTIONS},
+                     failures_path)
 
 
 def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:

@@ -229,7 +229,7 @@ class Serve:
                 LOG.warning("cannot create the local bucket %s: %s", bucket, exc)
         engine.ledger.create_table()
         role_arn, arns = deploy_functions(clients)
-        self.pump = event_pump(clients, role_arn, self.home / "serve" / "lambda-failures.jsonl")
+        self.pump = event_pump(clients, self.home / "serve" / "lambda-failures.jsonl")
         settings = InboxSettings(allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX, ad_hoc_role_arn=role_arn,
                                  function_arns={})
         # Compile exactly as the inbox will (its defaults), so its comparison picks the deployed machine.
