@@ -307,6 +307,19 @@ class RecordingSkyPilotApi(SkyPilotApi):
         )
         return response
 
+    def _stream(self, path, body, sink, wire_budget, timeout):  # type: ignore[override]
+        # A streamed answer (a job's log) is recorded whole: its body is the log text the server sent.
+        seen: list[bytes] = []
+
+        def both(chunk: bytes) -> None:
+            seen.append(chunk)
+            sink(chunk)
+
+        request_id, complete = super()._stream(path, body, both, wire_budget, timeout)
+        data = json.dumps(body).encode()
+        self._recorder.add("POST", path, data, 200, {"x-skypilot-request-id": request_id or ""}, b"".join(seen))
+        return request_id, complete
+
 
 @pytest.fixture(scope="session")
 def recorder(skypilot_server: SkyServer) -> Iterator[Recorder]:

@@ -14,7 +14,9 @@ Scriptable:
 * ``request_polls``: how many ``/api/status`` calls report a request RUNNING before it ends;
 * ``fail_next(503, times=2)``: answer the next matching calls with an HTTP error;
 * ``delay_next(seconds)``: answer the next matching call late (to trip read timeouts);
-* ``token``: require ``Authorization: Bearer <token>``, answering 401 like the real server.
+* ``token``: require ``Authorization: Bearer <token>``, answering 401 like the real server;
+* ``job_logs``: what each job (by id) wrote, streamed by ``POST /jobs/logs`` after the control lines
+  the real server sends first (recorded from a job that never ran: no cloud, so no job output).
 
 ``calls`` lists every request received (method, path, query, headers, body).
 """
@@ -109,6 +111,7 @@ class SkyPilotDouble:
         self.launch_error: tuple[str, str] | None = None
         self.queue_error: tuple[str, str] | None = None
         self.request_polls = 1
+        self.job_logs: dict[int, str] = {}
         self.calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._requests: dict[str, _Request] = {}
@@ -222,6 +225,7 @@ class SkyPilotDouble:
             ("POST", "/jobs/queue/v2"): self._queue,
             ("POST", "/jobs/cancel"): self._cancel,
             ("POST", "/api/cancel"): self._cancel_requests,
+            ("POST", "/jobs/logs"): self._logs,
         }.get((handler.command, url.path))
         if route is None:
             return self._send(handler, 404, {"detail": "Not Found"})
@@ -239,10 +243,12 @@ class SkyPilotDouble:
     def _send(
         self, handler: BaseHTTPRequestHandler, status: int, payload: Any, *, request_id: str | None = None
     ) -> None:
-        data = json.dumps(payload).encode()
+        streamed = isinstance(payload, bytes)  # a log: the body is the text itself
+        data = payload if streamed else json.dumps(payload).encode()
         handler.send_response(status)
         headers = self.recordings["get_api_health_200"]["response"]["headers"]
-        handler.send_header("Content-Type", headers.get("content-type", "application/json"))
+        handler.send_header("Content-Type", "text/plain" if streamed else headers.get("content-type",
+                                                                                        "application/json"))
         handler.send_header("X-SkyPilot-API-Version", headers.get("x-skypilot-api-version", "62"))
         handler.send_header("X-SkyPilot-Version", headers.get("x-skypilot-version", "0.14.1"))
         handler.send_header("X-Skypilot-Request-ID", request_id or str(uuid.uuid4()))
@@ -332,6 +338,21 @@ class SkyPilotDouble:
             if job is not None and job.status in IN_PROGRESS_JOB:
                 job.cancelled = True
         return 200, None, self._new_request("sky.jobs.cancel", return_value=None).request_id
+
+    def _logs(self, call: dict[str, Any]) -> tuple[int, Any, str]:
+        """The recorded stream's control lines, then the job's scripted log (its last ``tail`` lines)."""
+        job_id = (call["body"] or {}).get("job_id")
+        tail = (call["body"] or {}).get("tail")
+        recorded = self.recordings["post_jobs_logs_200"]["response"]["body"]
+        control = "".join(line for line in recorded.splitlines(keepends=True) if line.startswith("<sky-payload>"))
+        if job_id not in self._jobs and job_id not in self.job_logs:
+            text = f"Job {job_id} not found.\n"
+        else:
+            lines = self.job_logs.get(job_id, "").splitlines(keepends=True)
+            text = "".join(lines[-tail:] if tail else lines)
+        req = self._new_request("sky.jobs.logs", return_value=0)
+        req.status = "SUCCEEDED"
+        return 200, (control.replace("--controller 1", f"--controller {job_id}") + text).encode(), req.request_id
 
     def _cancel_requests(self, call: dict[str, Any]) -> tuple[int, Any, str]:
         cancelled = []

@@ -832,7 +832,7 @@ class SkyPilotApi:
         ``POST /jobs/logs`` with ``follow: false`` answers with the log itself as a streamed body
         (the request's own output; the request id is in the usual header) that ends once the server
         has sent what the job wrote so far. ``tail`` (lines, server side) keeps the server from
-        sending a whole training log: by default one line per 64 bytes of the budget. What arrives
+        sending a whole training log: by default one line per 16 bytes of the budget. What arrives
         beyond the budget is dropped from the front as it comes; the stream is abandoned after
         4 × ``max_bytes`` (+64 KiB) on the wire or ``timeout`` seconds (default ``read_timeout``), so
         neither memory nor time is unbounded. A request the server failed (unknown job, no jobs
@@ -842,7 +842,7 @@ class SkyPilotApi:
             raise TypeError(f"a job id is an integer, got {job_id!r}")
         if max_bytes < 1:
             raise ValueError("max_bytes must be at least 1")
-        lines = tail_lines if tail_lines is not None else max(1, max_bytes // 64)
+        lines = tail_lines if tail_lines is not None else max(1, max_bytes // 16)
         body = {"job_id": job_id, "follow": False, "controller": False, "refresh": False, "tail": lines}
         limit = self.read_timeout if timeout is None else float(timeout)
         tail = _LogTail(max_bytes)

@@ -1,0 +1,102 @@
+"""A SkyPilot managed job's log by exact id (`SkyPilotApi.job_logs`, `npa-workflow logs --skypilot-endpoint`).
+
+Against the protocol double: the stream's shape (SkyPilot's control lines first, then the job's text) is
+recorded from the real 0.14.1 server (`recordings/post_jobs_logs_200.json`); the job's own output is
+scripted, because a server without a cloud never runs a job (the contract test reads the real server's
+answer for such a job).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from typer.testing import CliRunner
+
+from npa_workflow.adapters.skypilot_api import SkyPilotApi
+from npa_workflow.cli import logs as logs_cli
+from npa_workflow.cli.app import app
+
+DOUBLE_PATH = Path(__file__).resolve().parents[1] / "integration" / "skypilot" / "double.py"
+
+
+def _load_double() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("npa_skypilot_double_logs", DOUBLE_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+double_mod = _load_double()
+LOG = "".join(f"step {i:05d} loss={1 / (i + 1):.6f}\n" for i in range(5000))
+
+
+@pytest.fixture
+def double() -> Iterator:
+    with double_mod.SkyPilotDouble() as d:
+        d.job_logs[7] = LOG
+        yield d
+
+
+def test_the_tail_of_a_long_log_within_the_byte_budget_without_control_lines(double) -> None:
+    api = SkyPilotApi(double.endpoint, retry_deadline=2.0)
+    got = api.job_logs(7, max_bytes=1000)
+    (call,) = double.calls_to("/jobs/logs")
+    assert call["body"]["job_id"] == 7 and call["body"]["follow"] is False
+    assert call["body"]["tail"] == 1000 // 16  # the server is asked for a bounded number of lines
+    assert got.complete and got.job_id == 7
+    assert len(got.text.encode()) <= 1000 and got.skipped_bytes > 0
+    assert got.text.endswith("step 04999 loss=0.000200\n") and LOG.endswith(got.text)
+    assert "<sky-payload" not in got.text and "rich_" not in got.text
+
+
+def test_one_line_longer_than_the_budget_keeps_its_end(double) -> None:
+    double.job_logs[8] = "x" * 5000 + "END\n"
+    got = SkyPilotApi(double.endpoint).job_logs(8, max_bytes=100, tail_lines=1)
+    assert len(got.text) <= 100 and got.text.endswith("xEND\n") and got.skipped_bytes >= 4900
+
+
+def test_a_stream_longer_than_the_wire_budget_is_abandoned_not_read_to_the_end(double) -> None:
+    api = SkyPilotApi(double.endpoint)
+    got = api.job_logs(7, max_bytes=64, tail_lines=5000)  # the server would send the whole log
+    assert not got.complete and len(got.text.encode()) <= 64
+
+
+def test_an_unknown_job_says_so(double) -> None:
+    assert SkyPilotApi(double.endpoint).job_logs(424242).text == "Job 424242 not found.\n"
+
+
+def _stack(monkeypatch: pytest.MonkeyPatch, job_id: str) -> None:
+    # The ledger lookup of a stack is tested with a serve stack (tests/e2e/test_serve.py); here only what
+    # `logs` does with a wave whose job is a SkyPilot managed job.
+    import npa_workflow.cli.stack as stack_cli
+
+    source = logs_cli.LogSource("train", None, 1, "SUCCEEDED", job_id, None,
+                                logs_cli.log_location(Path("."), job_id))
+    monkeypatch.setattr(stack_cli, "stack_client", lambda *a: object())
+    monkeypatch.setattr(logs_cli, "stack_sources", lambda client, run, home: [source])
+
+
+def test_logs_of_a_stack_read_a_skypilot_job_through_the_api_server(double, monkeypatch) -> None:
+    _stack(monkeypatch, "7")
+    result = CliRunner().invoke(app, ["logs", "r1", "--stack", "S", "--bytes", "200",
+                                      "--skypilot-endpoint", double.endpoint], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("step 04999 loss=0.000200\n") and len(result.stdout.encode()) <= 200
+    assert "bytes the server sent are not shown" in result.stderr
+    assert [c["body"]["job_id"] for c in double.calls_to("/jobs/logs")] == [7]
+
+
+def test_without_an_api_server_logs_name_the_job_and_where_the_handler_logs_are(monkeypatch) -> None:
+    _stack(monkeypatch, "7")
+    monkeypatch.delenv("SKYPILOT_API_SERVER_ENDPOINT", raising=False)
+    result = CliRunner().invoke(app, ["logs", "r1", "--stack", "S"], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "SkyPilot managed job 7" in result.stderr and "--skypilot-endpoint URL" in result.stderr
+    assert "CloudWatch" in result.stderr and "/aws/vendedlogs/states/" in result.stderr
