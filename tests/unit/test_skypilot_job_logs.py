@@ -100,3 +100,28 @@ def test_without_an_api_server_logs_name_the_job_and_where_the_handler_logs_are(
     assert result.exit_code == 0 and result.stdout == ""
     assert "SkyPilot managed job 7" in result.stderr and "--skypilot-endpoint URL" in result.stderr
     assert "CloudWatch" in result.stderr and "/aws/vendedlogs/states/" in result.stderr
+
+
+def test_jobs_cancel_of_a_skypilot_job_cancels_it_by_exact_id(double) -> None:
+    api = SkyPilotApi(double.endpoint)
+    double.job_statuses = ["RUNNING"]
+    double.request_polls = 0  # launches are done at once
+    job = api.launched_job_ids(api.launch("name: t\nrun: sleep 1000\n", "t"))[0]
+    other = api.launched_job_ids(api.launch("name: t\nrun: sleep 1000\n", "t"))[0]  # same name: untouched
+    result = CliRunner().invoke(app, ["jobs", "cancel", str(job), "--skypilot-endpoint", double.endpoint],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{job}: CANCELLED (SkyPilot managed job)\n"
+    assert [c["body"]["job_ids"] for c in double.calls_to("/jobs/cancel")] == [[job]]
+    assert double.job_status(job) == "CANCELLED" and double.job_status(other) == "RUNNING"
+    missing = CliRunner().invoke(app, ["jobs", "cancel", "4242", "--skypilot-endpoint", double.endpoint])
+    assert missing.exit_code == 1 and "has no managed job 4242" in missing.stderr
+
+
+def test_cleanup_names_the_command_for_each_kind_of_job() -> None:
+    from npa_workflow.engine.cleanup import left_running_text
+
+    text = left_running_text(["local-ab12", "42"])
+    assert "still running (--no-cancel-on-timeout): local-ab12, 42" in text
+    assert "`npa-workflow jobs cancel local-ab12`" in text
+    assert "`npa-workflow jobs cancel 42 --skypilot-endpoint URL`" in text

@@ -87,7 +87,9 @@ def leave_running(engine: Engine, run_id: str, reason: str) -> list[str]:
 
 def left_running_text(job_ids: list[str]) -> str:
     """What a run left running on purpose says: which jobs, and the command that stops each by exact id."""
-    commands = "; ".join(f"`npa-workflow jobs cancel {j}`" for j in job_ids)
+    # A SkyPilot job id is a number; cancelling it needs the API server (a local job id starts `local-`).
+    commands = "; ".join(f"`npa-workflow jobs cancel {j}{' --skypilot-endpoint URL' if j.isdigit() else ''}`"
+                         for j in job_ids)
     return f"job(s) still running (--no-cancel-on-timeout): {', '.join(job_ids)}; stop with {commands}"
 
 
