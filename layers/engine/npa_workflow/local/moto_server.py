@@ -185,6 +185,7 @@ def start_moto_server(
     the console.
     """
     from moto.core.config import default_user_config
+
     from npa_workflow.local.moto_lambda import quiet_moto_logs
 
     if quiet:
