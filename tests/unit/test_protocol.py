@@ -3,6 +3,7 @@ app agree on function slots, payload fields, error names, keys and run ids, and 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from collections.abc import Iterator
@@ -254,6 +255,46 @@ def test_the_engine_imports_no_aws_sdk() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("boto3", "botocore")]
     assert offenders == []
+
+
+def _sdk_imports_at_module_level(tree: ast.Module) -> list[str]:
+    names = []
+    for node in tree.body:  # module level only: a lazy import inside a function is the caller's choice
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append(node.module or "")
+    return [n for n in names if n.split(".")[0] in ("boto3", "botocore")]
+
+
+def _step_functions_calls(tree: ast.Module) -> list[str]:
+    """Calls of a Step Functions API operation by its boto3 name (`describe_execution`, `stop_execution`, ...),
+    every operation of botocore's own service model."""
+    import botocore.session
+    from botocore import xform_name
+
+    model = botocore.session.get_session().get_service_model("stepfunctions")
+    operations = {xform_name(name) for name in model.operation_names}
+    return [f"line {node.lineno}: {node.func.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in operations]
+
+
+def test_the_engine_and_the_stack_client_reach_step_functions_only_through_the_executions_port() -> None:
+    """`engine/` and `stack_client.py` call `Executions` (adapters.sfn_executions is the one that calls the SDK);
+    neither imports the AWS SDK at module level."""
+    package = ROOT / "layers/engine/npa_workflow"
+    offenders = []
+    for path in [*sorted((package / "engine").glob("*.py")), package / "stack_client.py"]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{path.name}: import {n}" for n in _sdk_imports_at_module_level(tree)]
+        offenders += [f"{path.name}: {call}" for call in _step_functions_calls(tree)]
+    assert offenders == []
+
+
+def test_the_step_functions_scan_sees_a_raw_client_call() -> None:
+    tree = ast.parse("import boto3\nsfn = boto3.client('stepfunctions')\nsfn.redrive_execution(executionArn='a')\n")
+    assert _sdk_imports_at_module_level(tree) == ["boto3"]
+    assert _step_functions_calls(tree) == ["line 3: redrive_execution"]
 
 
 def test_a_ledger_wave_key_reads_back_through_the_report_and_the_cli() -> None:

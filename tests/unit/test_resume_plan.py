@@ -16,7 +16,9 @@ import pytest
 from moto import mock_aws
 from test_compile_asl import EXAMPLES
 
+from npa_workflow.adapters.sfn_executions import execution_from_description
 from npa_workflow.compile.asl import compile_spec
+from npa_workflow.engine.ports import Execution
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, plan_resume
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
 from npa_workflow.spec.load import load_spec
@@ -29,8 +31,13 @@ def recorded(name: str) -> dict:
     return json.loads((DATA / f"{name}.json").read_text())
 
 
+def described(name: str) -> Execution:
+    """A recorded DescribeExecution answer as the `Executions` adapter hands it to the engine."""
+    return execution_from_description(recorded(name))
+
+
 def test_a_failed_run_gets_a_new_execution_even_when_aws_calls_it_redrivable():
-    plan = plan_resume(recorded("describe_failed"))
+    plan = plan_resume(described("describe_failed"))
     assert plan.mode == NEW_EXECUTION and "run.failed" in plan.reason
 
 
@@ -56,12 +63,12 @@ def test_every_caught_failure_of_a_compiled_machine_ends_in_the_run_failed_fail_
 
 
 def test_an_aborted_run_is_redriven_from_its_interrupted_task():
-    assert plan_resume(recorded("describe_aborted")).mode == REDRIVE
+    assert plan_resume(described("describe_aborted")).mode == REDRIVE
 
 
 @pytest.mark.parametrize("name", ["describe_history_limit", "describe_timed_out_old"])
 def test_what_aws_will_not_redrive_gets_a_new_execution(name: str):
-    plan = plan_resume(recorded(name))
+    plan = plan_resume(described(name))
     assert plan.mode == NEW_EXECUTION
     assert "NOT_REDRIVABLE" in plan.reason or "cannot be redriven" in plan.reason
 
@@ -81,21 +88,22 @@ def stack(monkeypatch):
         DynamoLedger("ledger").create_table()
         client = StackClient(boto3.session.Session(), bucket="engine", ledger_table="ledger")
         calls: list[str] = []
-        client.sfn.meta.events.register("before-call.sfn.*", lambda model, **_: calls.append(model.name))
+        client.executions.client.meta.events.register("before-call.sfn.*", lambda model, **_: calls.append(model.name))
         yield client, calls
 
 
 def started(client: StackClient, definition: dict, run_id: str) -> str:
-    arn = client.sfn.create_state_machine(name=f"m-{run_id}", definition=json.dumps(definition),
-                                          roleArn="arn:aws:iam::123456789012:role/sfn")["stateMachineArn"]
-    execution = client.sfn.start_execution(stateMachineArn=arn, name=run_id, input='{"run": {"run_id": "r"}}')
+    sfn = client.executions.client
+    arn = sfn.create_state_machine(name=f"m-{run_id}", definition=json.dumps(definition),
+                                   roleArn="arn:aws:iam::123456789012:role/sfn")["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, name=run_id, input='{"run": {"run_id": "r"}}')
     client.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=execution["executionArn"]))
     return execution["executionArn"]
 
 
 def settled(client: StackClient, arn: str) -> str:
     for _ in range(100):
-        status = client.sfn.describe_execution(executionArn=arn)["status"]
+        status = client.executions.client.describe_execution(executionArn=arn)["status"]
         if status != "RUNNING":
             return status
         time.sleep(0.05)
@@ -110,18 +118,23 @@ def test_resume_of_a_failed_run_never_redrives_and_starts_a_replaying_execution(
     result = client.resume("r1")
     assert "RedriveExecution" not in calls
     assert result["redriven"] is False and result["execution_name"] == "r1-r2"
-    new = client.sfn.describe_execution(executionArn=result["execution_arn"])
-    assert new["input"] == client.sfn.describe_execution(executionArn=arn)["input"]  # the same run
+    new = client.executions.client.describe_execution(executionArn=result["execution_arn"])
+    assert new["input"] == client.executions.client.describe_execution(executionArn=arn)["input"]  # the same run
     assert client.ledger.get_run("r1").execution_arn == result["execution_arn"]
 
 
 def test_resume_of_an_aborted_run_tries_the_redrive_first(stack):
     client, calls = stack
     arn = started(client, WAITING, "r2")
-    client.sfn.stop_execution(executionArn=arn)
+    client.executions.client.stop_execution(executionArn=arn)
     assert settled(client, arn) == "ABORTED"
     client.ledger.update_run_status("r2", RunStatus.ABORTED)
     result = client.resume("r2")
     assert "RedriveExecution" in calls  # on AWS this continues the stopped Task; moto has none: a new execution
     assert result["redriven"] is False and result["execution_name"] == "r2-r2"
 
+
+
+def test_awss_reason_for_refusing_a_redrive_reaches_the_plan_through_the_adapter():
+    plan = plan_resume(described("describe_history_limit"))
+    assert "exceeded the maximum number of history events" in plan.reason

@@ -23,9 +23,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import yaml
-from botocore.exceptions import ClientError
 
+from npa_workflow.adapters.s3_store import S3Store
+from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.engine.inbox import INBOX_PREFIX, RUN_REQUEST_API, rejected_key_for
+from npa_workflow.engine.ports import ExecutionNotFound, Executions, ExecutionsError, StoreAccessDenied
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, plan_resume
 from npa_workflow.engine.start import run_id_for_object
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
@@ -59,15 +61,15 @@ class Submitted:
 
 class StackClient:
     def __init__(self, session: Any, *, bucket: str, ledger_table: str = "", endpoint_url: str | None = None,
-                 state_machines: dict[str, str] | None = None, outputs: dict[str, str] | None = None) -> None:
+                 outputs: dict[str, str] | None = None) -> None:
         self.session = session
         self.bucket = bucket
         self.ledger_table = ledger_table
         self.endpoint_url = endpoint_url
-        self.state_machines = dict(state_machines or {})
         self.outputs = dict(outputs or {})
         self.s3 = session.client("s3", endpoint_url=endpoint_url)
-        self.sfn = session.client("stepfunctions", endpoint_url=endpoint_url)
+        # The Step Functions control plane through the engine's port (the adapter turns SDK errors into its own).
+        self.executions: Executions = SfnExecutions(session.client("stepfunctions", endpoint_url=endpoint_url))
         self._ledger: DynamoLedger | None = None
 
     # ---------------------------------------------------------------------------------------- construction
@@ -84,6 +86,7 @@ class StackClient:
     def cloud(cls, *, stack: str | None = None, bucket: str | None = None, ledger_table: str | None = None,
               region: str | None = None) -> StackClient:
         import boto3
+        from botocore.exceptions import ClientError
 
         session = boto3.session.Session(region_name=region)
         if not stack:
@@ -146,11 +149,9 @@ class StackClient:
 
     def _get(self, key: str) -> bytes | None:
         try:
-            return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "AccessDenied"):
-                return None
-            raise
+            return S3Store(self.s3).get(f"s3://{self.bucket}/{key}")
+        except StoreAccessDenied:
+            return None
 
     # ---------------------------------------------------------------------------------------- runs
     def run(self, run_id: str) -> RunRecord:
@@ -163,8 +164,8 @@ class StackClient:
         if not record.execution_arn:
             return record.status.value
         try:
-            return str(self.sfn.describe_execution(executionArn=record.execution_arn)["status"])
-        except ClientError:
+            return self.executions.describe(record.execution_arn).status
+        except ExecutionsError:
             return record.status.value
 
     def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
@@ -197,7 +198,7 @@ class StackClient:
             status = "SUCCEEDED"  # a cloud stack records no SUCCEEDED in the ledger
         return build_report(run_id=run_id, workflow=record.workflow, loaded=frozen.loaded, status=status,
                             items=ledger_items(self.ledger, run_id), execution_arn=record.execution_arn or "",
-                            sfn=self.sfn if record.execution_arn else None)
+                            sfn=self.executions.client if record.execution_arn else None)
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         return self.ledger.list_runs(limit=limit)
@@ -231,14 +232,7 @@ class StackClient:
                 "cancelled": record.status in (RunStatus.ABORTED, RunStatus.FAILED) and (stopped or bool(cancelled))}
 
     def _stop(self, execution_arn: str) -> bool:
-        try:
-            self.sfn.stop_execution(executionArn=execution_arn, error=RUN_CANCELLED,
-                                    cause="cancelled with npa-workflow cancel")
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) != "ExecutionDoesNotExist":
-                raise
-            return False
-        return True
+        return self.executions.stop(execution_arn, RUN_CANCELLED, "cancelled with npa-workflow cancel")
 
     def resume(self, run_id: str) -> dict[str, Any]:
         """RedriveExecution where it continues real work (an ABORTED/TIMED_OUT execution: `engine.resume_plan`);
@@ -251,11 +245,14 @@ class StackClient:
             raise StackError(f"run {run_id!r} SUCCEEDED: nothing to resume")
         if not record.execution_arn:
             raise StackError(f"run {run_id!r} has no execution to resume")
-        desc = self.sfn.describe_execution(executionArn=record.execution_arn)
-        if desc.get("status") == "RUNNING":
+        try:
+            execution = self.executions.describe(record.execution_arn)
+        except ExecutionNotFound:
+            raise StackError(f"run {run_id!r}: its execution {record.execution_arn} no longer exists") from None
+        if execution.status == "RUNNING":
             raise StackError(f"run {run_id!r}: its execution is still RUNNING (the ledger will follow): nothing to "
                              "resume yet")
-        plan = plan_resume(desc)
+        plan = plan_resume(execution)
         self.ledger.clear_cancel(run_id)  # an earlier cancel must not make the resumed run's launches refuse
         if plan.mode == REDRIVE and self.endpoint_url:
             # moto (a local serve) does not implement RedriveExecution: asking it only makes the server log a
@@ -264,16 +261,15 @@ class StackClient:
                                              "succeeded waves")
         if plan.mode == REDRIVE:
             try:
-                self.sfn.redrive_execution(executionArn=record.execution_arn)
+                self.executions.redrive(record.execution_arn)
                 self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=record.execution_arn)
                 return {"run_id": run_id, "execution_arn": record.execution_arn, "redriven": True,
                         "reason": plan.reason}
-            except Exception:  # noqa: BLE001 - not supported or refused: a new execution instead
+            except Exception:  # noqa: BLE001 - NotRedrivable, or refused otherwise (IAM): a new execution instead
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
-        name = next_execution_name(run_id, desc["name"])
-        arn = self.sfn.start_execution(stateMachineArn=desc["stateMachineArn"], name=name,
-                                       input=desc.get("input") or "{}")["executionArn"]
+        name = next_execution_name(run_id, execution.name)
+        arn = self.executions.start(execution.machine_arn, name, execution.input or "{}")
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
         return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
                 "reason": plan.reason}

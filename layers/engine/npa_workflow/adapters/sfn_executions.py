@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -45,6 +46,22 @@ def _code(exc: ClientError) -> str:
 
 def _message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", "") or exc)
+
+
+def execution_from_description(desc: Mapping[str, Any]) -> Execution:
+    """The port's `Execution` for a DescribeExecution answer (boto3's shape: dates are datetimes)."""
+    return Execution(
+        arn=str(desc["executionArn"]), name=str(desc.get("name", "")),
+        machine_arn=str(desc.get("stateMachineArn", "")), status=str(desc.get("status", "")),
+        input=str(desc.get("input") or ""), output=desc.get("output"), error=desc.get("error"),
+        cause=desc.get("cause"), redrive_status=desc.get("redriveStatus"),
+        redrive_status_reason=desc.get("redriveStatusReason"), redrive_count=int(desc.get("redriveCount") or 0),
+        start_date=_date(desc.get("startDate")), stop_date=_date(desc.get("stopDate")),
+    )
+
+
+def _date(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
 
 
 class SfnExecutions:
@@ -83,13 +100,7 @@ class SfnExecutions:
             if _code(exc) in _NOT_FOUND:
                 raise ExecutionNotFound(f"execution {execution_arn}: {_message(exc)}") from None
             raise
-        return Execution(
-            arn=str(desc["executionArn"]), name=str(desc.get("name", "")),
-            machine_arn=str(desc.get("stateMachineArn", "")), status=str(desc.get("status", "")),
-            input=str(desc.get("input") or ""), output=desc.get("output"), error=desc.get("error"),
-            cause=desc.get("cause"), redrive_status=desc.get("redriveStatus"),
-            redrive_count=int(desc.get("redriveCount") or 0),
-        )
+        return execution_from_description(desc)
 
     def stop(self, execution_arn: str, error: str, cause: str) -> bool:
         try:

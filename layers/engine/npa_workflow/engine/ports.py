@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -237,7 +238,10 @@ class Execution:
     error: str | None = None
     cause: str | None = None
     redrive_status: str | None = None  # REDRIVABLE | NOT_REDRIVABLE | REDRIVABLE_BY_MAP_RUN (AWS)
+    redrive_status_reason: str | None = None  # why not (AWS: history limit, older than 14 days, ...)
     redrive_count: int = 0
+    start_date: datetime | None = None
+    stop_date: datetime | None = None
 
 
 class Executions(Protocol):

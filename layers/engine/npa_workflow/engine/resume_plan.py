@@ -15,9 +15,10 @@ AWS facts this relies on (docs/cloud.md, "Resume"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from npa_workflow.engine.ports import Execution
 
 REDRIVE = "redrive"
 NEW_EXECUTION = "new_execution"
@@ -29,12 +30,12 @@ class ResumePlan:
     reason: str
 
 
-def plan_resume(description: Mapping[str, Any]) -> ResumePlan:
-    """The plan for the execution `description` (a DescribeExecution answer) of a run that did not succeed."""
-    status = str(description.get("status", ""))
-    redrive_status = description.get("redriveStatus")
+def plan_resume(execution: Execution) -> ResumePlan:
+    """The plan for `execution` (what `Executions.describe` says) of a run that did not succeed."""
+    status = execution.status
+    redrive_status = execution.redrive_status
     if status == "FAILED" and redrive_status not in (None, "REDRIVABLE"):
-        why = description.get("redriveStatusReason") or redrive_status
+        why = execution.redrive_status_reason or redrive_status
         return ResumePlan(NEW_EXECUTION, f"the execution failed and cannot be redriven ({why}): a new execution "
                                          "replays the succeeded waves")
     if status == "FAILED":
@@ -44,7 +45,7 @@ def plan_resume(description: Mapping[str, Any]) -> ResumePlan:
         if redrive_status in (None, "REDRIVABLE"):
             return ResumePlan(REDRIVE, f"the execution was {status} inside its work: a redrive continues from the "
                                        "interrupted step")
-        why = description.get("redriveStatusReason") or redrive_status
+        why = execution.redrive_status_reason or redrive_status
         return ResumePlan(NEW_EXECUTION, f"the execution was {status} but cannot be redriven ({why}): a new "
                                          "execution replays the succeeded waves")
     raise ValueError(f"execution status {status or '?'}: only a FAILED, ABORTED or TIMED_OUT execution is resumed")
