@@ -120,6 +120,32 @@ def _wait_ready(endpoint_url: str, timeout: float) -> None:
     raise RuntimeError(f"moto server at {endpoint_url} did not answer within {timeout}s: {last}")
 
 
+def _lazy_url_builders() -> None:
+    """Start-up: moto routes Lambda's and S3's REST calls through a werkzeug URL map of every operation, built on
+    each service's first request, and werkzeug compiles two URL *builders* (`url_for`) per rule as it adds it: about
+    0.25 s of the first Lambda request on this machine, for builders moto never calls (it only matches). Each
+    builder is compiled on its first use instead, with the same code, so a caller that builds URLs still gets
+    them. Idempotent; process-wide (werkzeug's `Rule`), which only moves work later."""
+    from werkzeug.routing.rules import Rule
+
+    compile_builder = Rule._compile_builder
+    if getattr(compile_builder, "_npa_lazy", False):
+        return
+
+    def lazy_compile_builder(rule: Any, append_unknown: bool = True) -> Any:
+        compiled: list[Any] = []
+
+        def build(bound_rule: Any, *args: Any, **kwargs: Any) -> Any:
+            if not compiled:
+                compiled.append(compile_builder(bound_rule, append_unknown))
+            return compiled[0](bound_rule, *args, **kwargs)
+
+        return build
+
+    lazy_compile_builder._npa_lazy = True  # type: ignore[attr-defined]
+    Rule._compile_builder = lazy_compile_builder  # type: ignore[method-assign]
+
+
 def _check_port_free(host: str, port: int) -> None:
     """Fail fast: ``ThreadedMotoServer.start()`` waits forever if its thread cannot bind."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -192,6 +218,7 @@ def start_moto_server(
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         quiet_moto_logs()
     _skip_batch_models()
+    _lazy_url_builders()
 
     if port:
         _check_port_free(host, port)
