@@ -164,10 +164,11 @@ def _invoke_handler(function_arn: str, event: Any, handlers: Mapping[str, str]) 
 
 def _status_change(starter: HarnessExecutions, status: str) -> dict[str, Any]:
     """What EventBridge sends the reap function when the execution has ended (the twin's event builder)."""
+    from dataclasses import replace
+
     from npa_workflow.local.event_pump import execution_status_event
 
-    return execution_status_event({"executionArn": starter.arn, "stateMachineArn": starter.machine_arn,
-                                   "name": starter.name, "status": status, "input": json.dumps(starter.input)})
+    return execution_status_event(replace(starter.describe(starter.arn), status=status))
 
 
 def _buckets(loaded: Any, run_id: str, engine_bucket: str) -> list[str]:

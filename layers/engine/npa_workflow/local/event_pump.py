@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from npa_workflow.engine.ports import Execution
 from npa_workflow.protocol.errors import LAMBDA_SERVICE_EXCEPTION
 
 __all__ = ["DUPLICATE_ENV", "EventPump", "encode_event_key", "execution_status_event", "object_created_event",
@@ -78,13 +79,14 @@ def _epoch_ms(value: Any) -> int | None:
     return None
 
 
-def execution_status_event(desc: Mapping[str, Any]) -> dict[str, Any]:
-    """"Step Functions Execution Status Change" for a `DescribeExecution` answer (dates in epoch milliseconds)."""
-    detail = {"executionArn": desc["executionArn"], "stateMachineArn": desc.get("stateMachineArn"),
-              "name": desc.get("name"), "status": desc["status"], "startDate": _epoch_ms(desc.get("startDate")),
-              "stopDate": _epoch_ms(desc.get("stopDate")), "input": desc.get("input"),
-              "output": desc.get("output"), "error": desc.get("error"), "cause": desc.get("cause")}
-    return _envelope("aws.states", "Step Functions Execution Status Change", detail, [desc["executionArn"]])
+def execution_status_event(execution: Execution) -> dict[str, Any]:
+    """"Step Functions Execution Status Change" for an execution (`Executions.describe`; dates in epoch ms)."""
+    detail = {"executionArn": execution.arn, "stateMachineArn": execution.machine_arn or None,
+              "name": execution.name or None, "status": execution.status,
+              "startDate": _epoch_ms(execution.start_date), "stopDate": _epoch_ms(execution.stop_date),
+              "input": execution.input or None, "output": execution.output, "error": execution.error,
+              "cause": execution.cause}
+    return _envelope("aws.states", "Step Functions Execution Status Change", detail, [execution.arn])
 
 
 def scheduled_event(rule: str = "npa-workflow-watch") -> dict[str, Any]:
@@ -173,8 +175,8 @@ class EventPump:
         results["trigger"] = self.deliver("trigger", event)
         return results
 
-    def execution_status_changed(self, desc: Mapping[str, Any]) -> Any:
-        return self.deliver("reap", execution_status_event(desc))
+    def execution_status_changed(self, execution: Execution) -> Any:
+        return self.deliver("reap", execution_status_event(execution))
 
     def scheduled_watch(self) -> Any:
         return self.deliver("watch", scheduled_event())

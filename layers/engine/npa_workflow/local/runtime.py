@@ -41,7 +41,7 @@ import time
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -394,7 +394,7 @@ class LocalRuntime:
                 # their local AWS died with it, so they cannot succeed. Cancel them by exact id (confirmed
                 # gone) so the new execution relaunches those waves instead of adopting them.
                 self._reap(engine, "its local runtime ended before the job did; relaunched by --resume", "ABORTED")
-            sfn = deployed.clients["stepfunctions"]
+            sfn = SfnExecutions(deployed.clients["stepfunctions"])  # the Executions port on the local Step Functions
             self.execution_arn = self._start(loaded, engine, sfn, deployed, spec_text, catalog_text, variables)
             executions.append({"name": self.execution_name, "arn": self.execution_arn, "started_at": utc_now()})
             self._write_meta(run_dir, loaded, variables, executions)
@@ -454,9 +454,10 @@ class LocalRuntime:
         it records the run's end; FAILED/ABORTED/TIMED_OUT: it cancels every job of the run by exact id)."""
         if deployed is None or not self.execution_arn:
             return
-        desc = dict(deployed.clients["stepfunctions"].describe_execution(executionArn=self.execution_arn))
-        desc["status"] = status  # moto may describe a stopped execution FAILED (see local.serve.record_stops)
-        if self.pump.execution_status_changed(desc) is None:  # reap failed every attempt: still leave nothing
+        execution = SfnExecutions(deployed.clients["stepfunctions"]).describe(self.execution_arn)
+        # moto may describe a stopped execution FAILED (see local.serve.record_stops): the status is the caller's
+        if self.pump.execution_status_changed(replace(execution, status=status)) is None:
+            # reap failed every attempt: still leave nothing
             if status == "SUCCEEDED":
                 engine.ledger.update_run_status(self.run_id, RunStatus.SUCCEEDED)
             else:
@@ -522,7 +523,7 @@ class LocalRuntime:
             buckets += _S3_BUCKET.findall(str(value))
         return list(dict.fromkeys(buckets))
 
-    def _start(self, loaded: LoadedSpec, engine: Any, sfn: Any, deployed: _Deployed, spec_text: str,
+    def _start(self, loaded: LoadedSpec, engine: Any, sfn: SfnExecutions, deployed: _Deployed, spec_text: str,
                catalog_text: str, variables: dict[str, str]) -> str:
         """Freeze the run, record it and start its execution exactly as the inbox Lambda does (`engine.start`).
         The frozen files are written again on a resume: it runs with the spec and vars it is resumed with."""
@@ -535,7 +536,7 @@ class LocalRuntime:
             secret_names=tuple(opt.secret_names),
         )
         started = start_run(
-            engine, SfnExecutions(sfn), machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
+            engine, sfn, machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
             spec_text=spec_text, catalog_text=catalog_text, run_id=self.run_id, variables=variables,
             options=options, execution_name=self.execution_name,
             record_options={"local": True, **options.to_json()}, refreeze=True,
@@ -543,7 +544,7 @@ class LocalRuntime:
         return started.execution_arn
 
     # ---------------------------------------------------------------------------------------- the run
-    def _wait(self, engine: Any, sfn: Any) -> str:
+    def _wait(self, engine: Any, sfn: SfnExecutions) -> str:
         failures = 0
         last_progress = 0.0
         exits = JobExits(self.home / "jobs")
@@ -560,7 +561,7 @@ class LocalRuntime:
                     self._stop_reason = (f"the watch function failed {failures} times in a row; its events are in "
                                          f"{self.pump.failures_path}")
                     raise RunInterrupted(self._stop_reason) from None
-            status = sfn.describe_execution(executionArn=self.execution_arn)["status"]
+            status = sfn.describe(self.execution_arn).status
             now = time.monotonic()
             if status != "RUNNING" or (self._shows_progress and now - last_progress >= PROGRESS_SECONDS):
                 # every wave's items, growing with the run: read for the display, not at every wake-up
@@ -570,12 +571,12 @@ class LocalRuntime:
                 return self._settled_status(sfn, status)
             exits.wait(self.options.tick_seconds, self._stop)  # a job's exit wakes the watch at once
 
-    def _settled_status(self, sfn: Any, status: str) -> str:
+    def _settled_status(self, sfn: SfnExecutions, status: str) -> str:
         """moto can report FAILED a moment before the error is set: wait briefly for it."""
         deadline = time.monotonic() + 1.0
         while status == "FAILED" and time.monotonic() < deadline:
-            desc = sfn.describe_execution(executionArn=self.execution_arn)
-            if "error" in desc or "cause" in desc:
+            execution = sfn.describe(self.execution_arn)
+            if execution.error is not None or execution.cause is not None:
                 break
             time.sleep(0.05)
         return status
@@ -585,11 +586,11 @@ class LocalRuntime:
         reason = self._stop_reason or "interrupted (Ctrl-C)"
         if not self.execution_arn or deployed is None:
             return "ABORTED"
-        sfn = deployed.clients["stepfunctions"]
+        sfn = SfnExecutions(deployed.clients["stepfunctions"])
         tokens = [w.task_token for w in engine.ledger.active_waves() if w.run_id == self.run_id and w.task_token]
         tokens += [m.task_token for m in engine.ledger.active_watches() if m.run_id == self.run_id and m.task_token]
         with contextlib.suppress(Exception):
-            sfn.stop_execution(executionArn=self.execution_arn, error=errors.RUN_INTERRUPTED, cause=reason)
+            sfn.stop(self.execution_arn, errors.RUN_INTERRUPTED, reason)
         self._reap(engine, reason, "ABORTED")
         # moto's interpreter notices a stop only when the waiting Task ends: end those Tasks now.
         for token in tokens:
@@ -598,7 +599,7 @@ class LocalRuntime:
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
-                if sfn.describe_execution(executionArn=self.execution_arn)["status"] != "RUNNING":
+                if sfn.describe(self.execution_arn).status != "RUNNING":
                     break
             time.sleep(0.05)
         return "ABORTED"

@@ -40,12 +40,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.engine import wiring
@@ -62,6 +63,7 @@ from npa_workflow.engine.inbox import (
     InboxSettings,
     read_document,
 )
+from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunStatus
 from npa_workflow.local.durable_aws import DurableAws
 from npa_workflow.local.event_pump import EventPump
@@ -218,7 +220,7 @@ class Serve:
             except KeyboardInterrupt:
                 pass
             finally:
-                self._reap_all(engine, clients["stepfunctions"], "npa-workflow serve stopped")
+                self._reap_all(engine, SfnExecutions(clients["stepfunctions"]), "npa-workflow serve stopped")
 
     def _deploy(self, clients: dict[str, Any], engine: Any, specs: list[tuple[Path, LoadedSpec]]) -> InboxSettings:
         s3, sfn = clients["s3"], clients["stepfunctions"]
@@ -258,7 +260,7 @@ class Serve:
 
     # ---------------------------------------------------------------------------------------- the loop
     def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
-        sfn = clients["stepfunctions"]
+        sfn = SfnExecutions(clients["stepfunctions"])  # the Executions port on the local Step Functions
         exits = JobExits(self.home / "jobs")
         while not self._stop.is_set():
             started = time.monotonic()
@@ -307,15 +309,15 @@ class Serve:
             with contextlib.suppress(ClientError):
                 create_bucket(s3, name)
 
-    def _execution_changes(self, engine: Any, sfn: Any) -> None:
+    def _execution_changes(self, engine: Any, sfn: SfnExecutions) -> None:
         for run in engine.ledger.list_runs(limit=RUNS_TRACKED):
             if run.status != RunStatus.RUNNING or not run.execution_arn:
                 continue
             try:
-                desc = sfn.describe_execution(executionArn=run.execution_arn)
-            except ClientError:
+                desc = sfn.describe(run.execution_arn)
+            except (ExecutionsError, ClientError):  # this run next pass; the others now
                 continue
-            status = desc["status"]
+            status = desc.status
             if run.execution_arn in self._stopped:
                 status = "ABORTED"  # moto may end a stopped execution FAILED (it follows the Catch): it was stopped
             if status == "SUCCEEDED":
@@ -327,13 +329,13 @@ class Serve:
                 error = f" ({ended.error.message})" if ended is not None and ended.error is not None else ""
                 _say(f"run {run.run_id}: {status}{error}")
 
-    def _reap(self, engine: Any, sfn: Any, run_id: str, status: str, desc: dict[str, Any]) -> None:
+    def _reap(self, engine: Any, sfn: SfnExecutions, run_id: str, status: str, desc: Execution) -> None:
         """The reap Lambda: fail the tokens the execution still waits on (moto), cancel every job, record why."""
         from npa_workflow.engine.cleanup import reap
 
         reason = f"execution ended {status}"
-        if desc.get("cause") or desc.get("error"):
-            reason += f": {desc.get('error', '')} {desc.get('cause', '')}".rstrip()
+        if desc.cause or desc.error:
+            reason += f": {desc.error or ''} {desc.cause or ''}".rstrip()
         tokens = [w.task_token for w in engine.ledger.active_waves() if w.run_id == run_id and w.task_token]
         tokens += [m.task_token for m in engine.ledger.active_watches() if m.run_id == run_id and m.task_token]
         # moto quirk: a stopped execution's interpreter still waits on its Task; failing the token ends the wait,
@@ -348,7 +350,7 @@ class Serve:
             if run is None or run.status != RunStatus.RUNNING:
                 break
             time.sleep(0.05)
-        if self.pump.execution_status_changed({**desc, "status": status}) is None:
+        if self.pump.execution_status_changed(replace(desc, status=status)) is None:
             reap(engine, run_id, reason, status=RunStatus(status))  # the reap function failed: leave no job
         run = engine.ledger.get_run(run_id)
         if run is not None and (status != "FAILED" or run.error is None) and (
@@ -375,7 +377,7 @@ class Serve:
                 continue
             _say(f"run {run.run_id}: ABORTED ({reason})")
 
-    def _reap_all(self, engine: Any, sfn: Any, reason: str) -> None:
+    def _reap_all(self, engine: Any, sfn: SfnExecutions, reason: str) -> None:
         from npa_workflow.engine.cleanup import reap
 
         with contextlib.suppress(Exception):
@@ -383,8 +385,7 @@ class Serve:
                 if run.status == RunStatus.RUNNING:
                     with contextlib.suppress(Exception):
                         if run.execution_arn:
-                            sfn.stop_execution(executionArn=run.execution_arn, error=errors.RUN_INTERRUPTED,
-                                               cause=reason)
+                            sfn.stop(run.execution_arn, errors.RUN_INTERRUPTED, reason)
                     with contextlib.suppress(Exception):
                         reap(engine, run.run_id, reason)
 
