@@ -114,8 +114,10 @@ def execution_failure(sfn: Any, execution_arn: str, events: list[dict[str, Any]]
         events = _history(sfn, execution_arn)
     error = cause = ""
     try:
-        desc = sfn.describe_execution(executionArn=execution_arn)
-        error, cause = desc.get("error") or "", desc.get("cause") or ""
+        from npa_workflow.adapters.sfn_executions import SfnExecutions
+
+        execution = SfnExecutions(sfn).describe(execution_arn)
+        error, cause = execution.error or "", execution.cause or ""
     except Exception:  # noqa: BLE001
         pass
     message = _readable(cause) or error or f"execution ended {status}"
