@@ -22,7 +22,7 @@ from npa_workflow.engine.ports import Execution
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, plan_resume
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
 from npa_workflow.spec.load import load_spec
-from npa_workflow.stack_client import StackClient
+from npa_workflow.stack_client import StackClient, StackError
 
 DATA = Path(__file__).resolve().parent / "data" / "sfn"
 
@@ -138,3 +138,13 @@ def test_resume_of_an_aborted_run_tries_the_redrive_first(stack):
 def test_awss_reason_for_refusing_a_redrive_reaches_the_plan_through_the_adapter():
     plan = plan_resume(described("describe_history_limit"))
     assert "exceeded the maximum number of history events" in plan.reason
+
+
+def test_resume_of_a_run_whose_execution_is_gone_says_so(stack):
+    client, _ = stack
+    gone = "arn:aws:states:us-east-1:123456789012:execution:m-r3:r3"
+    client.ledger.put_run(RunRecord(run_id="r3", workflow="t", execution_arn=gone))
+    client.ledger.update_run_status("r3", RunStatus.FAILED)
+    with pytest.raises(StackError, match="no longer exists"):
+        client.resume("r3")
+    assert client.execution_status(client.run("r3")) == "FAILED"  # the ledger's word when the service has none

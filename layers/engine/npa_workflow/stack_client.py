@@ -27,7 +27,7 @@ import yaml
 from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.engine.inbox import INBOX_PREFIX, RUN_REQUEST_API, rejected_key_for
-from npa_workflow.engine.ports import ExecutionNotFound, Executions, ExecutionsError, StoreAccessDenied
+from npa_workflow.engine.ports import ExecutionNotFound, Executions, StoreAccessDenied
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, plan_resume
 from npa_workflow.engine.start import run_id_for_object
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
@@ -165,7 +165,7 @@ class StackClient:
             return record.status.value
         try:
             return self.executions.describe(record.execution_arn).status
-        except ExecutionsError:
+        except Exception:  # noqa: BLE001 - gone, or a service error (denied, throttled): the ledger's status then
             return record.status.value
 
     def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
