@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import CLI, SPECS, aws_client, check_shape, free_port, job_gone, wait_until
+from e2e_support import CLI, SPECS, aws_client, check_shape, free_port, job_gone, job_record, wait_until
 
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.engine.start import run_id_for_object
@@ -205,6 +205,41 @@ def test_cancel_stops_the_execution_and_kills_the_hanging_job(stack: Stack, tmp_
     # moto 5.2.5 follows the stopped execution's Catch and may then describe it FAILED (local.serve.record_stops);
     # the stack records ABORTED, as AWS reports it.
     assert sfn.describe_execution(executionArn=report["execution_arn"])["status"] in ("ABORTED", "FAILED")
+
+
+def test_cancel_right_after_start_signals_every_job_at_once_and_reports_no_timeout(stack: Stack,
+                                                                                   tmp_path: Path) -> None:
+    # issue 12 item 3: the jobs were signalled only when the ABORTED status reached reap (~10-12 s later), ran to
+    # exit 0 after the cancel yet were listed CANCELLED, and the run's error read States.Timeout.
+    members = [f"m{i}" for i in range(4)]
+    lines = ['config: {bucket: npa-workflow-examples, prefix: "cancel-fanout/{{run.id}}"}', "initial: group",
+             "states:", f"  group: {{parallel: [{', '.join(members)}], terminal: true}}"]
+    lines += [f'  {m}: {{toolRef: examples.util.step, params: {{step_sleep: "10", '
+              f'step_out_uri: "s3://{{{{config.bucket}}}}/{{{{config.prefix}}}}/{m}.json"}}}}' for m in members]
+    spec = spec_file(tmp_path, "cancel-fanout", "\n".join(lines) + "\n")
+    run_id = stack.json("submit", str(spec))["run_id"]
+
+    def all_running() -> list[str] | None:
+        waves = stack.json("status", run_id)["waves"]
+        running = [w["job_id"] for w in waves if w["status"] == "RUNNING" and w["job_id"]]
+        return running if len(running) == len(members) else None
+
+    job_ids = wait_until(all_running, 60, "the four jobs did not all start", interval=0.3)
+    cancelled = stack.json("cancel", run_id)
+    returned = time.monotonic()
+    assert cancelled["status"] == "ABORTED" and sorted(cancelled["cancelled_jobs"]) == sorted(job_ids)
+    wait_until(lambda: all(job_gone(stack.home, j) for j in job_ids) or None, 2.0,
+               "a job's process outlived the cancel by more than 2 s")
+    assert time.monotonic() - returned < 2.5
+    records = [job_record(stack.home, j) for j in job_ids]
+    assert not [r for r in records if r.get("exit_code") == 0], "a job ran to exit 0 after the cancel"
+    assert {r["status"] for r in records} == {"CANCELLED"}
+    report = stack.json("status", run_id)
+    assert report["status"] == "ABORTED"
+    assert {w["status"] for w in report["waves"]} == {"CANCELLED"}
+    error = json.dumps(report.get("error"))
+    assert "Timeout" not in error and "timed out" not in error, error
+    assert "cancel" in error.lower(), error
 
 
 def test_list_shows_the_runs(stack: Stack) -> None:

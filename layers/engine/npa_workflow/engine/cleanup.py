@@ -14,6 +14,7 @@ from typing import Any
 
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import RUN_FAILED, WAVE_FAILED, WAVE_TIMED_OUT
+from npa_workflow.engine.ports import Observation, TrackedJob
 from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveStatus
 from npa_workflow.protocol import errors
 from npa_workflow.protocol.payloads import CleanupTask
@@ -43,17 +44,40 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
     if job_ids:
         engine.executor.cancel(job_ids)
         confirmed = engine.executor.confirm_cancelled(job_ids, engine.cancel_confirm_seconds)
+    ended = _real_ends(engine, job_of) if job_ids and confirmed else {}
     for w in waves:
         if w.wave_key in job_of and not confirmed:
             engine.ledger.mark_status(w.run_id, w.wave_key, w.attempt, WaveStatus.UNKNOWN,
                                       note=f"{reason}: cancel requested, not yet confirmed by the scheduler")
             continue
+        seen = ended.get(w.wave_key)
+        times = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
+        if seen is not None and seen.outcome == "succeeded":
+            # The job exited 0 before the signal reached it: say so, never "cancelled" (its result was not taken).
+            engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.SUCCEEDED,
+                                         note=f"{reason}: the job had already exited 0", **times)
+            continue
+        if seen is not None and seen.outcome not in ("cancelled", "running", "pending"):
+            engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.FAILED,
+                                         f"{reason}; the job had already ended: {seen.message or seen.outcome}",
+                                         ErrorCategory.CANCELLED, **times)
+            continue
         status = WaveStatus.CANCELLED if w.wave_key in job_of else WaveStatus.FAILED
-        engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, status, reason, ErrorCategory.CANCELLED)
+        engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, status, reason, ErrorCategory.CANCELLED,
+                                     **times)
     for mark in engine.ledger.watermarks(run_id):
         if mark.task_token and not mark.satisfied:
             engine.ledger.put_watermark(mark.model_copy(update={"task_token": None}))
     return job_ids
+
+
+def _real_ends(engine: Engine, job_of: Mapping[str, str]) -> dict[str, Observation]:
+    """What the scheduler says each job really did, once the cancel is confirmed: a job that finished on its
+    own before the signal is recorded as it ended. Unreadable: `{}` (every attempt is recorded CANCELLED)."""
+    try:
+        return engine.executor.observe([TrackedJob(key=k, job_id=j, request_id=None) for k, j in job_of.items()])
+    except Exception:  # noqa: BLE001 - the jobs are confirmed gone; only the wording of their end is lost
+        return {}
 
 
 def _root_cause(engine: Engine, run_id: str) -> tuple[str, str] | None:
@@ -110,6 +134,17 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     error is always a project name (`Wave.*`, `Decision.*`, …), never a `States.*` one."""
     task = CleanupTask.of(task)
     run_id, owner = task.run_id, task.state
+    cancelled_text = cancel_reason(engine, run_id)
+    if cancelled_text is not None:
+        # A cancelled run's Task fails with whatever ended its wait (the failed token, or its heartbeat/timeout
+        # expiring: States.Timeout): that is not the run's story. It was cancelled; say so, once.
+        reap(engine, run_id, cancelled_text)
+        return {"error": errors.RUN_CANCELLED, "cause": cancelled_text}
+    run = engine.ledger.get_run(run_id)
+    if run is not None and run.status == RunStatus.ABORTED:
+        # Stopped, and reaped already (AWS runs no Catch after StopExecution; moto does): keep the recorded end.
+        cancel_active(engine, run_id, run.error.message if run.error else "the execution was stopped")
+        return {"error": errors.RUN_INTERRUPTED, "cause": run.error.message if run.error else "stopped"}
     error = task.error
     error_name = str(error.get("Error") or errors.STATES_RUNTIME)
     cause = _readable_cause(str(error.get("Cause") or ""))
@@ -137,7 +172,14 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     return {"error": name, "cause": message}
 
 
+def cancel_reason(engine: Engine, run_id: str) -> str | None:
+    """The run's end when `npa-workflow cancel` asked for it (the ledger's CANCEL item), else None."""
+    requested = engine.ledger.cancel_requested(run_id)
+    return f"cancelled with npa-workflow cancel (requested at {requested})" if requested else None
+
+
 def reap(engine: Engine, run_id: str, reason: str, status: RunStatus = RunStatus.ABORTED) -> list[str]:
+    reason = cancel_reason(engine, run_id) or reason
     cancelled = cancel_active(engine, run_id, reason)
     run = engine.ledger.get_run(run_id)
     if run is not None and run.status == RunStatus.RUNNING:

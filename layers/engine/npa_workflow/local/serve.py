@@ -331,13 +331,15 @@ class Serve:
 
     def _reap(self, engine: Any, sfn: SfnExecutions, run_id: str, status: str, desc: Execution) -> None:
         """The reap Lambda: fail the tokens the execution still waits on (moto), cancel every job, record why."""
-        from npa_workflow.engine.cleanup import reap
-
         reason = f"execution ended {status}"
         if desc.cause or desc.error:
             reason += f": {desc.error or ''} {desc.cause or ''}".rstrip()
         tokens = [w.task_token for w in engine.ledger.active_waves() if w.run_id == run_id and w.task_token]
         tokens += [m.task_token for m in engine.ledger.active_watches() if m.run_id == run_id and m.task_token]
+        if status == "ABORTED":
+            # AWS emits the ABORTED change as StopExecution returns, and the reap Lambda cancels the jobs then:
+            # do it before unblocking moto's interpreter (it would otherwise hold the signal back for seconds).
+            self._deliver_reap(engine, run_id, reason, status, desc)
         # moto quirk: a stopped execution's interpreter still waits on its Task; failing the token ends the wait,
         # but moto then follows the Catch to the cleanup (which cancels the jobs and records FAILED). Let it
         # settle, then record what the execution really ended as (AWS runs no Catch after StopExecution).
@@ -350,14 +352,20 @@ class Serve:
             if run is None or run.status != RunStatus.RUNNING:
                 break
             time.sleep(0.05)
-        if self.pump.execution_status_changed(replace(desc, status=status)) is None:
-            reap(engine, run_id, reason, status=RunStatus(status))  # the reap function failed: leave no job
+        if status != "ABORTED":
+            self._deliver_reap(engine, run_id, reason, status, desc)
         run = engine.ledger.get_run(run_id)
         if run is not None and (status != "FAILED" or run.error is None) and (
                 run.status != RunStatus(status) or run.error is None):
             with contextlib.suppress(Exception):
                 engine.ledger.update_run_status(run_id, RunStatus(status), RunError(state=None, message=reason))
         _say(f"run {run_id}: {status}")
+
+    def _deliver_reap(self, engine: Any, run_id: str, reason: str, status: str, desc: Execution) -> None:
+        from npa_workflow.engine.cleanup import reap
+
+        if self.pump.execution_status_changed(replace(desc, status=status)) is None:
+            reap(engine, run_id, reason, status=RunStatus(status))  # the reap function failed: leave no job
 
     def _recover(self, engine: Any) -> None:
         """Runs a previous serve on this home left RUNNING: their executions died with that process (moto's
