@@ -70,3 +70,41 @@ def test_a_resume_clears_the_cancel(moto_engine) -> None:
     assert out.get("job_id")
     time.sleep(0.1)
     moto_engine.executor.cancel([out["job_id"]])
+
+
+def test_a_cancelled_runs_catch_reports_the_cancel_not_the_tasks_timeout(moto_engine) -> None:
+    # After StopExecution the Task's wait may end by its own timeout (States.Timeout) and reach the Catch: the run
+    # was cancelled, and that is what it reports.
+    from npa_workflow.engine.cleanup import cleanup
+    from npa_workflow.protocol.errors import RUN_CANCELLED
+
+    _start(moto_engine)
+    job_id = launch(moto_engine, EVENT)["job_id"]
+    requested = moto_engine.ledger.request_cancel("r1", "npa-workflow cancel")
+    out = cleanup(moto_engine, {"run_id": "r1", "state": "work",
+                                "error": {"Error": "States.Timeout", "Cause": "Task timed out"}})
+    assert out["error"] == RUN_CANCELLED and requested in out["cause"] and "Timeout" not in out["cause"]
+    run = moto_engine.ledger.get_run("r1")
+    assert run.status.value == "ABORTED" and "cancelled with npa-workflow cancel" in run.error.message
+    assert "timed out" not in run.error.message
+    [attempt] = moto_engine.ledger.attempts("r1")
+    assert attempt.status.value == "CANCELLED" and attempt.job_id == job_id
+    assert moto_engine.executor.local.wait_gone([job_id], timeout=5)
+
+
+def test_a_job_that_exited_0_before_the_cancel_reached_it_is_not_reported_cancelled(moto_engine) -> None:
+    from npa_workflow.engine.cleanup import reap
+
+    quick = SPEC.replace("time.sleep(30)", "pass")
+    moto_engine.runs.freeze("r1", quick, "", {}, RunOptions())
+    moto_engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
+    job_id = launch(moto_engine, EVENT)["job_id"]
+    local = moto_engine.executor.local
+    wait_until(lambda: local.statuses([job_id])[job_id].status == "SUCCEEDED", 10, "the job exited 0")
+    moto_engine.ledger.request_cancel("r1", "npa-workflow cancel")
+    reap(moto_engine, "r1", "execution ended ABORTED")
+    [attempt] = moto_engine.ledger.attempts("r1")
+    assert attempt.status.value == "SUCCEEDED", attempt  # what the scheduler saw, not "CANCELLED"
+    assert local.statuses([job_id])[job_id].exit_code == 0
+    run = moto_engine.ledger.get_run("r1")
+    assert run.status.value == "ABORTED" and "cancelled with npa-workflow cancel" in run.error.message
