@@ -108,3 +108,20 @@ def test_a_job_that_exited_0_before_the_cancel_reached_it_is_not_reported_cancel
     assert local.statuses([job_id])[job_id].exit_code == 0
     run = moto_engine.ledger.get_run("r1")
     assert run.status.value == "ABORTED" and "cancelled with npa-workflow cancel" in run.error.message
+
+
+def test_a_job_that_exited_0_without_its_declared_output_is_not_recorded_succeeded(moto_engine) -> None:
+    # A resume replays a SUCCEEDED wave without looking: reap says SUCCEEDED only as the watch would.
+    from npa_workflow.engine.cleanup import reap
+
+    quick = SPEC.replace("time.sleep(30)", "pass").replace(
+        "terminal: true}", "terminal: true, outputs: [{uri: 's3://data/never-written.json'}]}")
+    moto_engine.runs.freeze("r1", quick, "", {}, RunOptions())
+    moto_engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
+    job_id = launch(moto_engine, EVENT)["job_id"]
+    local = moto_engine.executor.local
+    wait_until(lambda: local.statuses([job_id])[job_id].status == "SUCCEEDED", 10, "the job exited 0")
+    moto_engine.ledger.request_cancel("r1", "npa-workflow cancel")
+    reap(moto_engine, "r1", "execution ended ABORTED")
+    [attempt] = moto_engine.ledger.attempts("r1")
+    assert attempt.status.value == "FAILED" and "never-written.json" in attempt.error, attempt

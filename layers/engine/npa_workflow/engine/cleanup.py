@@ -53,9 +53,16 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
         seen = ended.get(w.wave_key)
         times = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
         if seen is not None and seen.outcome == "succeeded":
-            # The job exited 0 before the signal reached it: say so, never "cancelled" (its result was not taken).
-            engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.SUCCEEDED,
-                                         note=f"{reason}: the job had already exited 0", **times)
+            # The job exited 0 before the signal reached it: say so, never "cancelled". SUCCEEDED only with its
+            # declared outputs present, as the watch would record it (a resume replays a SUCCEEDED wave unchecked).
+            missing = _missing_outputs(engine, w.outputs)
+            if not missing:
+                engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.SUCCEEDED,
+                                             note=f"{reason}: the job had already exited 0", **times)
+            else:
+                engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.FAILED,
+                                             f"{reason}; the job had already exited 0 {missing}",
+                                             ErrorCategory.CANCELLED, **times)
             continue
         if seen is not None and seen.outcome not in ("cancelled", "running", "pending"):
             engine.ledger.finish_attempt(w.run_id, w.wave_key, w.attempt, WaveStatus.FAILED,
@@ -78,6 +85,17 @@ def _real_ends(engine: Engine, job_of: Mapping[str, str]) -> dict[str, Observati
         return engine.executor.observe([TrackedJob(key=k, job_id=j, request_id=None) for k, j in job_of.items()])
     except Exception:  # noqa: BLE001 - the jobs are confirmed gone; only the wording of their end is lost
         return {}
+
+
+def _missing_outputs(engine: Engine, outputs: list[str]) -> str:
+    """'' when every declared output exists, else what is wrong (for the attempt's error)."""
+    from npa_workflow.engine.watch import missing_outputs  # watch imports this module
+
+    try:
+        missing = missing_outputs(engine, outputs)
+    except Exception as exc:  # noqa: BLE001 - unreadable is not "present": the wave is not SUCCEEDED
+        return f"but its declared outputs cannot be checked: {exc}"
+    return f"without declared output(s): {', '.join(missing)}" if missing else ""
 
 
 def _root_cause(engine: Engine, run_id: str) -> tuple[str, str] | None:
