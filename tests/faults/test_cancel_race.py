@@ -92,17 +92,23 @@ def test_a_cancelled_runs_catch_reports_the_cancel_not_the_tasks_timeout(moto_en
     assert moto_engine.executor.local.wait_gone([job_id], timeout=5)
 
 
-def test_a_job_that_exited_0_before_the_cancel_reached_it_is_not_reported_cancelled(moto_engine) -> None:
+def _exit_0_then_cancel(engine, spec: str) -> str:
+    """A run whose only job exits 0, then cancelled and reaped (the signal comes too late for it)."""
     from npa_workflow.engine.cleanup import reap
 
-    quick = SPEC.replace("time.sleep(30)", "pass")
-    moto_engine.runs.freeze("r1", quick, "", {}, RunOptions())
-    moto_engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
-    job_id = launch(moto_engine, EVENT)["job_id"]
-    local = moto_engine.executor.local
+    engine.runs.freeze("r1", spec, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
+    job_id = launch(engine, EVENT)["job_id"]
+    local = engine.executor.local
     wait_until(lambda: local.statuses([job_id])[job_id].status == "SUCCEEDED", 10, "the job exited 0")
-    moto_engine.ledger.request_cancel("r1", "npa-workflow cancel")
-    reap(moto_engine, "r1", "execution ended ABORTED")
+    engine.ledger.request_cancel("r1", "npa-workflow cancel")
+    reap(engine, "r1", "execution ended ABORTED")
+    return job_id
+
+
+def test_a_job_that_exited_0_before_the_cancel_reached_it_is_not_reported_cancelled(moto_engine) -> None:
+    job_id = _exit_0_then_cancel(moto_engine, SPEC.replace("time.sleep(30)", "pass"))
+    local = moto_engine.executor.local
     [attempt] = moto_engine.ledger.attempts("r1")
     assert attempt.status.value == "SUCCEEDED", attempt  # what the scheduler saw, not "CANCELLED"
     assert local.statuses([job_id])[job_id].exit_code == 0
@@ -112,16 +118,7 @@ def test_a_job_that_exited_0_before_the_cancel_reached_it_is_not_reported_cancel
 
 def test_a_job_that_exited_0_without_its_declared_output_is_not_recorded_succeeded(moto_engine) -> None:
     # A resume replays a SUCCEEDED wave without looking: reap says SUCCEEDED only as the watch would.
-    from npa_workflow.engine.cleanup import reap
-
-    quick = SPEC.replace("time.sleep(30)", "pass").replace(
-        "terminal: true}", "terminal: true, outputs: [{uri: 's3://data/never-written.json'}]}")
-    moto_engine.runs.freeze("r1", quick, "", {}, RunOptions())
-    moto_engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
-    job_id = launch(moto_engine, EVENT)["job_id"]
-    local = moto_engine.executor.local
-    wait_until(lambda: local.statuses([job_id])[job_id].status == "SUCCEEDED", 10, "the job exited 0")
-    moto_engine.ledger.request_cancel("r1", "npa-workflow cancel")
-    reap(moto_engine, "r1", "execution ended ABORTED")
+    _exit_0_then_cancel(moto_engine, SPEC.replace("time.sleep(30)", "pass").replace(
+        "terminal: true}", "terminal: true, outputs: [{uri: 's3://data/never-written.json'}]}"))
     [attempt] = moto_engine.ledger.attempts("r1")
     assert attempt.status.value == "FAILED" and "never-written.json" in attempt.error, attempt
