@@ -50,3 +50,25 @@ def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(
     finally:
         held_state.close()
     assert [r.run_id for r in find_prunable(home, 0)] == ["held-run"]  # released: prunable now
+
+
+def test_gc_keeps_a_run_whose_job_still_runs(tmp_path: Path) -> None:
+    """A job left running (--no-cancel-on-timeout, or one that outlived its launcher) keeps its record: without it
+    `npa-workflow jobs cancel` could not find it. Once it has ended, the run is prunable with its job files."""
+    from npa_workflow.local.executor import LocalExecutor
+
+    home = tmp_path / "home"
+    local = LocalExecutor(home, env={"PATH": "/usr/bin:/bin"}, grace_seconds=1.0)
+    job_id = local.launch("left-running", ["sleep", "30"])
+    run_dir = home / "runs" / "left-run"
+    run_dir.mkdir(parents=True)
+    # The ledger as a run kept it before its stack was durable (gc reads the job ids from it).
+    (run_dir / "ledger.json").write_text(json.dumps({"items": [{"job_id": {"S": job_id}}]}), encoding="utf-8")
+    try:
+        assert find_prunable(home, 0) == []
+    finally:
+        local.cancel([job_id])
+        assert local.wait_gone([job_id], timeout=10)
+    found = find_prunable(home, 0)
+    assert [r.run_id for r in found] == ["left-run"]
+    assert any(p.name == f"{job_id}.json" for p in found[0].job_files)

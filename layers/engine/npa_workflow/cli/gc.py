@@ -20,7 +20,8 @@ def gc_command(
 ) -> None:
     """Prune old local runs: each run's folder under `<home>/runs/` (its ledger, S3 objects, report, logs) and the
     job records and logs of its jobs under `<home>/jobs/`. A run another process holds (running, being resumed)
-    is never pruned. Dry run unless --yes. Home: $NPA_WORKFLOW_HOME, else ./.npa-workflow."""
+    is never pruned, nor one with a job still running. Dry run unless --yes.
+    Home: $NPA_WORKFLOW_HOME, else ./.npa-workflow."""
     from npa_workflow.local.gc import find_prunable, prune
     from npa_workflow.local.runtime import local_home
 

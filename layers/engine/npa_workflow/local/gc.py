@@ -3,8 +3,10 @@
 A local run keeps, under the local home, `runs/<run-id>/` (meta, report, handler logs and `aws/`, its stack's
 DynamoDB items and S3 objects: `local.durable_aws`) and, per job of the run, `jobs/<job-id>.*` (the local
 executor's record, log and exit files). A run is prunable when nothing has written to its folder for
-`older_than_seconds` and no process holds it (`runs/<run-id>/aws/lock`, held by the runtime while the run goes):
-a finished run, or an interrupted one nobody resumed. Its job files go with it; the job ids come from its ledger.
+`older_than_seconds`, no process holds it (`runs/<run-id>/aws/lock`, held by the runtime while the run goes) and
+none of its jobs still runs (a job left running by `--no-cancel-on-timeout`, or one that outlived its launcher,
+keeps its record: without it nothing could find or cancel the job): a finished run, or an interrupted one nobody
+resumed. Its job files go with it; the job ids come from its ledger.
 `serve`'s stack (`serve/`) is not pruned here: its runs are pruned with the stack folder itself.
 """
 
@@ -49,13 +51,26 @@ def _status(run_dir: Path) -> str:
     return str(last.get("status") or "INTERRUPTED")
 
 
-def _job_files(home: Path, run_dir: Path) -> list[Path]:
+def _job_ids(run_dir: Path) -> set[str]:
     try:
         items = run_ledger_items(run_dir) or []
     except Exception:  # noqa: BLE001 - a damaged ledger: the run folder still goes, its job files stay
         items = []
-    job_ids = {item["job_id"]["S"] for item in items if "S" in item.get("job_id", {})}
+    return {item["job_id"]["S"] for item in items if "S" in item.get("job_id", {})}
+
+
+def _job_files(home: Path, job_ids: set[str]) -> list[Path]:
     return sorted(p for job_id in job_ids for p in (home / "jobs").glob(f"{job_id}.*"))
+
+
+def _running_jobs(home: Path, job_ids: set[str]) -> bool:
+    """Whether a local job of these still runs (the executor's own reading: a record of a dead job is ended)."""
+    local = sorted(j for j in job_ids if (home / "jobs" / f"{j}.json").is_file())
+    if not local:
+        return False
+    from npa_workflow.local.executor import LocalExecutor
+
+    return any(not info.is_terminal for info in LocalExecutor(home).statuses(local).values())
 
 
 def find_prunable(home: Path, older_than_seconds: float, now: float | None = None) -> list[Prunable]:
@@ -67,8 +82,11 @@ def find_prunable(home: Path, older_than_seconds: float, now: float | None = Non
         idle = now - newest
         if idle < older_than_seconds or held_elsewhere(run_dir / RUN_STATE_DIR):
             continue
+        job_ids = _job_ids(run_dir)
+        if _running_jobs(home, job_ids):
+            continue
         found.append(Prunable(run_dir.name, run_dir, idle, _status(run_dir), sum(p.stat().st_size for p in files),
-                              _job_files(home, run_dir)))
+                              _job_files(home, job_ids)))
     return found
 
 
