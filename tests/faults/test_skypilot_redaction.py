@@ -8,10 +8,12 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from npa_workflow.adapters.secrets import EnvironmentSecrets, SecretsManagerSecrets
 from npa_workflow.adapters.skypilot_api import SkyPilotApi
 from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
-from npa_workflow.engine.ports import JobRequest, TrackedJob
+from npa_workflow.engine.ports import JobRequest, SubmitError, TrackedJob
 from npa_workflow.render.skypilot import render_batch
 
 from .conftest import plan_step
@@ -52,3 +54,22 @@ def test_an_unreadable_secrets_object_means_no_redaction_values_not_an_error() -
             raise RuntimeError("AccessDenied")
 
     assert SecretsManagerSecrets("arn:aws:secretsmanager:us-east-1:1:secret:x", Refusing()).values_for_redaction() == {}
+
+
+def test_an_unavailable_servers_reason_quoting_the_secret_is_redacted() -> None:
+    """A 503 (the server shutting down, or a proxy in front of it) answers with a body of its own: the launch's
+    error quotes it, and it may echo the document it was sent."""
+    with _double()() as double:
+        module = sys.modules["npa_skypilot_double_redaction"]
+        double._faults.append(module._Fault(status=503, times=50, path_prefix="/jobs/launch",
+                                            body={"detail": f"upstream refused env HF_TOKEN={SECRET}"}))
+        api = SkyPilotApi(double.endpoint, retry_deadline=0.3, backoff_initial=0.05, backoff_max=0.1)
+        executor = SkyPilotExecutor(api, EnvironmentSecrets({"HF_TOKEN": SECRET}), confirm_poll_seconds=0.05)
+        step = plan_step(["python", "train.py"], state="train")
+        doc = render_batch([step], name="r1-train", workflow="w", run_id="r1", fence_sequence=1, attempt=1,
+                           secret_names=("HF_TOKEN",))
+        with pytest.raises(SubmitError) as caught:
+            executor.submit(JobRequest(name="r1-train", step=step, task_yaml=doc, env={},
+                                       secret_names=("HF_TOKEN",)))
+    assert "503" in str(caught.value)
+    assert SECRET not in str(caught.value) and "[redacted:HF_TOKEN]" in str(caught.value)

@@ -56,10 +56,10 @@ class SkyPilotExecutor:
             return Submission(request_id=self.api.launch(str(document), job.name))
         except SecretMissing as exc:
             raise SubmitError(str(exc), "configuration") from None
-        except SkyPilotUnavailable as exc:
+        except SkyPilotUnavailable as exc:  # a 503's reason quotes the server's (or a proxy's) body, as below
             if exc.maybe_received:  # the server may have taken the launch: reconcile, never resend
-                raise SubmitError(f"launch outcome unknown: {exc}", "unknown") from None
-            raise SubmitError(str(exc), "infrastructure") from None
+                raise SubmitError(self._redacted(f"launch outcome unknown: {exc}"), "unknown") from None
+            raise SubmitError(self._redacted(str(exc)), "infrastructure") from None
         except SkyPilotError as exc:  # the server may quote the document, which holds the secret values
             raise SubmitError(self._redacted(str(exc)), _category(exc)) from None
 
