@@ -17,6 +17,7 @@ from constructs import IConstruct
 from infra.permissions import (
     ANY_OBJECT_READERS,
     DATA_BUCKET_READERS,
+    EXECUTION_DESCRIBERS,
     RUN_READERS,
     SECRET_READERS,
     STEP_SECRET_READERS,
@@ -54,6 +55,11 @@ STACK_MACHINES = (
     "ones, and the child machines of their Distributed Maps (<name>/<label>, whose task tokens these functions "
     "answer); one ARN per spec would pass IAM's 10,240-character inline policy limit at about 40 specs. The '.' "
     "cannot occur in a stack name, so no other stack's machine matches."
+)
+STACK_EXECUTIONS = (
+    "Executions of the stack's machines by their name prefix <stack>. (DescribeExecution only): the watch asks "
+    "whether a run's execution has ended when a wave's token is gone (a missed reap event); the run's execution "
+    "ARN is read from the ledger, so its machine is any of the stack's."
 )
 AD_HOC_MACHINES = (
     "allowAdHocSpecs is on: the inbox creates and starts machines for uploaded specs not in specs/, named "
@@ -136,6 +142,9 @@ def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
     machines = f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}.*"
     for name in ("inbox", "launch", "trigger", "watch"):
         ack(stack.engine.roles[name], iam5(machines), STACK_MACHINES)
+    stack_executions = machines.replace(":stateMachine:", ":execution:") + ":*"
+    for name in EXECUTION_DESCRIBERS:
+        ack(stack.engine.roles[name], iam5(stack_executions), STACK_EXECUTIONS)
     for name, role in stack.engine.roles.items():
         ad_hoc_inbox = name == "inbox" and settings.allow_ad_hoc_specs
         ack(role, iam5("*"), XRAY + (" " + AD_HOC_LOG_DELIVERY if ad_hoc_inbox else ""))

@@ -11,7 +11,9 @@ Every function reads and writes the ledger. Beyond that:
   (`stepSecretsArn`, for `secretEnv`);
 - decide: read any object of the bucket (decision URIs are the spec's), list; read the data buckets;
 - trigger: read runs/*, list; list the data buckets; SendTask*;
-- watch: read any object (output checks), list; read the data buckets; SendTask*; the secret;
+- watch: read any object (output checks), list; read the data buckets; SendTask*; the secret; DescribeExecution on
+  the stack's executions (a wave whose token is gone: has its run's execution ended, so the reap event was missed?
+  `engine.watch`);
 - cleanup: read runs/*, list; the secret;
 - reap: the secret (it cancels jobs recorded in the ledger).
 
@@ -54,6 +56,7 @@ RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup")
 ANY_OBJECT_READERS = ("decide", "watch")
 DATA_BUCKET_READERS = ("decide", "trigger", "watch")
 STEP_SECRET_READERS = ("launch",)
+EXECUTION_DESCRIBERS = ("watch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
 LOG_DELIVERY_ACTIONS = [
     "logs:CreateLogDelivery",
@@ -114,12 +117,13 @@ def grant_engine(
     index_arns: list[str],
     secret: secretsmanager.ISecret,
     machines_arn: str,
+    executions_arn: str,
     data_buckets: list[str],
     step_secrets: secretsmanager.ISecret | None = None,
     kms: KmsKeys | None = None,
 ) -> None:
     """Add to each function's role exactly what the table above says (`machines_arn`: the machine ARN prefix
-    pattern `...:stateMachine:<stack>.*`)."""
+    pattern `...:stateMachine:<stack>.*`; `executions_arn`: `...:execution:<stack>.*`, their executions)."""
     kms = kms or KmsKeys()
     for name, role in roles.items():
         grant_ledger(role, table, index_arns)
@@ -146,6 +150,10 @@ def grant_engine(
             grant_decrypt(role, [kms.step_secrets] if kms.step_secrets else [], "secretsmanager")
         if name in TASK_RESPONDERS:
             role.add_to_principal_policy(iam.PolicyStatement(actions=TASK_RESPONSE_ACTIONS, resources=[machines_arn]))
+        if name in EXECUTION_DESCRIBERS:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions_arn])
+            )
 
     inbox = roles["inbox"]
     grant_objects(inbox, bucket, ["s3:GetObject", "s3:GetObjectVersion"], INBOX_PREFIX)

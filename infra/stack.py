@@ -23,7 +23,14 @@ from infra.monitoring import EngineAlarms
 from infra.names import ad_hoc_prefix, machine_prefix
 from infra.permissions import SECRET_READERS, STEP_SECRET_READERS, KmsKeys, grant_ad_hoc, grant_engine
 from infra.settings import EngineSettings, is_complete_secret_arn
-from infra.state_machines import SUBSTITUTIONS, WorkflowMachines, compile_catalog, grant_distributed_map, machine_arn
+from infra.state_machines import (
+    SUBSTITUTIONS,
+    WorkflowMachines,
+    compile_catalog,
+    execution_arns,
+    grant_distributed_map,
+    machine_arn,
+)
 from infra.storage import INBOX_PREFIX, Storage
 from npa_workflow.compile.asl import CompileOptions
 from npa_workflow.protocol import environment
@@ -152,6 +159,7 @@ class NpaWorkflowStack(Stack):
             index_arns=self.storage.index_arns(),
             secret=self.secret,
             machines_arn=self.machines_arn,
+            executions_arn=execution_arns(self, machine_prefix(self.stack_name) + "*"),
             data_buckets=settings.data_buckets,
             step_secrets=self.step_secrets,
             kms=KmsKeys(

@@ -393,3 +393,12 @@ def test_distributed_map_child_executions_are_covered_by_the_grants_aws_checks(
     for action in ("states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"):
         assert allowed(policies, action, own_child), action
         assert not allowed(policies, action, f"{arn}:execution:{deployed}x/{label}:{run_id}"), action
+
+
+def test_only_the_watch_describes_executions_of_the_stacks_machines(default_synth: Synth) -> None:
+    """The watch pass asks whether a run's execution has ended when a wave's token is gone (a missed reap event,
+    `engine.watch`): DescribeExecution on `execution:<stack>.*`; no other function calls it."""
+    assert grants(default_synth, "watch")["states:DescribeExecution"] == {f"{REGION_ACCOUNT}:execution:NpaWorkflow.*:*"}
+    for name in NAMES:
+        if name != "watch":
+            assert "states:DescribeExecution" not in grants(default_synth, name), name
