@@ -4,8 +4,8 @@ Every function reads and writes the ledger. Beyond that:
 
 - inbox: read inbox/*, write inbox-rejected/*, read+write runs/*, read catalog/* (the deployed specs and tool
   catalog), list the bucket; DescribeStateMachine (it compares an upload's compiled definition with the deployed
-  one) and StartExecution on the stack's machines (with allowAdHocSpecs: create/describe/update/start machines
-  under its `<stack>-adhoc-` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
+  one) and StartExecution on the stack's machines (with allowAdHocSpecs: create/describe/start machines
+  under its `<stack>.adhoc.` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
   needs);
 - launch: read runs/*, list; SendTask* on the stack's machines; the SkyPilot secret; the step secrets
   (`stepSecretsArn`, for `secretEnv`);
@@ -167,15 +167,14 @@ def grant_engine(
 def grant_ad_hoc(
     inbox: iam.IRole, *, machine_role: iam.IRole, ad_hoc_machine_arns: list[str]
 ) -> None:
-    """Only when `allowAdHocSpecs` is true: the inbox creates (and updates) machines under its own name prefix,
-    passing them the ad-hoc machine role and nothing else."""
+    """Only when `allowAdHocSpecs` is true: the inbox creates machines under its own name prefix, passing them the
+    ad-hoc machine role and nothing else. It never updates or tags one (an ad-hoc machine's name is its
+    definition's digest, `engine.inbox`), so UpdateStateMachine and TagResource are not granted."""
     inbox.add_to_principal_policy(
         iam.PolicyStatement(
             actions=[
                 "states:CreateStateMachine",
                 "states:DescribeStateMachine",
-                "states:UpdateStateMachine",
-                "states:TagResource",
             ],
             resources=ad_hoc_machine_arns,
         )

@@ -169,6 +169,8 @@ def test_only_the_inbox_starts_executions_and_creates_no_machines_by_default(def
 def test_ad_hoc_specs_let_the_inbox_create_machines_under_its_prefix_only(ad_hoc_synth: Synth) -> None:
     g = grants(ad_hoc_synth, "inbox")
     assert g["states:CreateStateMachine"] == {AD_HOC_MACHINES}
+    # An ad-hoc machine is named by its definition's digest: created once, never updated or tagged.
+    assert not {"states:UpdateStateMachine", "states:TagResource"} & set(g)
     assert g["states:StartExecution"] == {STACK_MACHINES}
     role = f"<{ad_hoc_synth.logical_id(ad_hoc_synth.stack.ad_hoc_role)}.Arn>"
     assert g["iam:PassRole"] == {role}
