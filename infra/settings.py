@@ -65,7 +65,8 @@ def _int(key: str, value: Any, low: int, high: int) -> int:
     except ValueError:
         raise SettingsError(f"context {key}={value!r}: expected a whole number (fix: -c {key}={low})") from None
     if not low <= number <= high:
-        raise SettingsError(f"context {key}={number}: expected {low}..{high} (fix: -c {key}={low})")
+        nearest = high if number > high else low
+        raise SettingsError(f"context {key}={number}: expected {low}..{high} (fix: -c {key}={nearest})")
     return number
 
 
@@ -118,7 +119,8 @@ class EngineSettings:
                 raise SettingsError(f"context dataBuckets: {name!r} is not an S3 bucket name (fix: the name only)")
         topic = str(get("alarmTopicArn", "")).strip()
         if topic and not topic.startswith("arn:"):
-            raise SettingsError(f"context alarmTopicArn={topic!r}: expected an SNS topic ARN")
+            raise SettingsError(f"context alarmTopicArn={topic!r}: expected an SNS topic ARN "
+                                "(fix: -c alarmTopicArn=arn:aws:sns:<region>:<account>:<topic>, or leave it empty)")
         trigger_buckets = _list("triggerEventBuckets", get("triggerEventBuckets", []))
         for name in trigger_buckets:
             if name not in buckets:

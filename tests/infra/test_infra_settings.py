@@ -62,12 +62,18 @@ def test_command_line_strings_are_parsed() -> None:
         ({"skypilotTokenKmsKeyArn": "alias/mine"}, "skypilotTokenKmsKeyArn"),
         ({"dataBucketKmsKeyArns": "arn:aws:kms:eu-west-1:123456789012:alias/x"}, "dataBucketKmsKeyArns"),
         ({"dataBuckets": "team-data", "triggerEventBuckets": "other-data"}, "triggerEventBuckets"),
+        ({"alarmTopicArn": "alerts"}, "alarmTopicArn"),
     ],
 )
 def test_wrong_values_name_the_key_and_the_fix(context: dict[str, Any], key: str) -> None:
     with pytest.raises(SettingsError, match=key) as err:
         settings(context)
-    assert "expected" in str(err.value) or "fix" in str(err.value)
+    assert "fix: " in str(err.value)  # every wrong value is told what to write instead
+
+
+def test_a_number_above_its_range_is_fixed_with_the_maximum() -> None:
+    with pytest.raises(SettingsError, match=r"expected 1\.\.31536000 \(fix: -c maxWaitSeconds=31536000\)"):
+        settings({"maxWaitSeconds": 366 * 86400})
 
 
 def test_secret_arn_with_or_without_suffix() -> None:
