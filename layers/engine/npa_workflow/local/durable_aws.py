@@ -95,7 +95,8 @@ class DurableAws:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
-            raise StateInUse(f"{self.root} is in use by another npa-workflow process") from None
+            raise StateInUse(f"{self.root} is in use by another npa-workflow process (stop that run or serve, or "
+                             "use another NPA_WORKFLOW_HOME)") from None
         self._db = sqlite3.connect(self.root / STATE_FILE, check_same_thread=False, isolation_level=None)
         self._db.execute("pragma journal_mode=wal")
         self._db.execute("pragma synchronous=normal")
@@ -301,18 +302,22 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
 
     def put_object(original: Any) -> Any:
         def hooked(self: Any, bucket_name: str, key_name: str, value: bytes, *args: Any, **kwargs: Any) -> Any:
-            result = original(self, bucket_name, key_name, value, *args, **kwargs)
-            if state is not None and state._recording():
-                state.record_object(bucket_name, key_name, result.value)
-            return result
+            # Under the writers' lock: two PUTs of one key must reach moto and the record in the same order,
+            # or a restore would bring back the older body.
+            with lock:
+                result = original(self, bucket_name, key_name, value, *args, **kwargs)
+                if state is not None and state._recording():
+                    state.record_object(bucket_name, key_name, result.value)
+                return result
         return hooked
 
     def delete_object(original: Any) -> Any:
         def hooked(self: Any, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
-            result = original(self, bucket_name, key_name, *args, **kwargs)
-            if state is not None and state._recording() and key_name not in self.get_bucket(bucket_name).keys:
-                state.record_object(bucket_name, key_name, None)
-            return result
+            with lock:
+                result = original(self, bucket_name, key_name, *args, **kwargs)
+                if state is not None and state._recording() and key_name not in self.get_bucket(bucket_name).keys:
+                    state.record_object(bucket_name, key_name, None)
+                return result
         return hooked
 
     def create_bucket(original: Any) -> Any:

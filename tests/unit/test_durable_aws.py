@@ -1,0 +1,46 @@
+"""The durable local stack keeps what moto holds: two writes of one S3 key are recorded in the order moto applied
+them, so a restore (``--resume``, a restarted ``serve``) brings back the body moto last had."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import boto3
+from moto import mock_aws
+
+from npa_workflow.local.durable_aws import DurableAws, durable_aws
+
+BUCKET = "durable-test"
+
+
+def test_two_puts_of_one_key_are_recorded_in_the_order_moto_applied_them(tmp_path, monkeypatch):
+    # Fault injection: the first writer is slow to record what moto already applied. A second PUT of the same key
+    # must not get between moto and that record, or the older body would be the one kept on disk.
+    original_record = DurableAws.record_object
+
+    def slow_first_record(self, bucket, key, body):
+        if body == b"first":
+            time.sleep(0.5)
+        original_record(self, bucket, key, body)
+
+    monkeypatch.setattr(DurableAws, "record_object", slow_first_record)
+    root = tmp_path / "aws"
+    with mock_aws(), durable_aws(root):
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        first = threading.Thread(target=lambda: s3.put_object(Bucket=BUCKET, Key="k", Body=b"first"))
+        first.start()
+        time.sleep(0.2)  # the first PUT is in moto and recording
+        s3.put_object(Bucket=BUCKET, Key="k", Body=b"second")
+        first.join(timeout=30)
+        in_moto = s3.get_object(Bucket=BUCKET, Key="k")["Body"].read()
+
+    with mock_aws():
+        state = DurableAws(root)
+        try:
+            assert state.restore_objects() == 1
+        finally:
+            state.close()
+        restored = boto3.client("s3", region_name="us-east-1").get_object(Bucket=BUCKET, Key="k")["Body"].read()
+    assert restored == in_moto
