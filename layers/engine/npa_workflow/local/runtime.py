@@ -182,6 +182,13 @@ def _write_json(path: Path, doc: Any) -> None:
     os.replace(tmp, path)
 
 
+def metrics_off_in_this_process() -> None:
+    """Powertools Metrics prints its EMF lines to stdout, where Lambda hands them to CloudWatch. Here they have
+    nowhere to go and would land in the CLI's own output (`run --json`), also from a handler thread that outlives
+    the run's environment (`process_environment` restores it): off for the whole process."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+
+
 @contextlib.contextmanager
 def process_environment(values: Mapping[str, str]) -> Iterator[None]:
     """Set environment variables for the run (in-process Lambdas read them), restore them afterwards."""
@@ -292,6 +299,7 @@ class LocalRuntime:
         """
         if not _active.acquire(blocking=False):
             raise LocalRunError("another local run is already active in this process")
+        metrics_off_in_this_process()
         try:
             return self._run()
         finally:

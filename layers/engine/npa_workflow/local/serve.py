@@ -179,9 +179,10 @@ class Serve:
         import boto3
 
         from npa_workflow.local.moto_server import start_moto_server
-        from npa_workflow.local.runtime import signals_interrupt
+        from npa_workflow.local.runtime import metrics_off_in_this_process, signals_interrupt
 
         specs = self._load_specs()  # a broken spec in the folder is a SpecError before anything starts
+        metrics_off_in_this_process()
         self.home.mkdir(parents=True, exist_ok=True)
         try:
             server = start_moto_server(self.options.port)
