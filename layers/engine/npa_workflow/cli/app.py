@@ -312,4 +312,7 @@ def main() -> None:
     # pydantic looks up plugins through every installed package's entry points on its first model (~30 ms);
     # the CLI uses none, as the Lambda functions (infra/functions.py) do not.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # The CLI is never a Lambda: Powertools Metrics' EMF lines (stdout, for CloudWatch) from the in-process
+    # handlers of `run`/`serve` would only corrupt this process's own output (`run --json`).
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     app()
