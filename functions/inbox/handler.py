@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from npa_workflow.adapters.lambda_metrics import count
 from npa_workflow.engine.inbox import INBOX_PREFIX, InboxSettings, handle_object
 from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.protocol.events import S3ObjectCreated
@@ -40,6 +40,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         settings=InboxSettings.from_environment(),
     )
     if result.status in METRIC_BY_STATUS:
-        metrics.add_metric(name=METRIC_BY_STATUS[result.status], unit=MetricUnit.Count, value=1)
+        count(metrics, METRIC_BY_STATUS[result.status], 1)
     logger.info("inbox object handled", extra=result.to_json())
     return result.to_json()

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from npa_workflow.adapters.lambda_metrics import count
 from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.ledger import RunStatus
@@ -41,6 +41,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     run_id = run_id_of(change)
     reason = f"execution {change.name} ended {change.status}"
     cancelled = reap(engine_from_environment(), run_id, reason, status=RunStatus(change.status))
-    metrics.add_metric(name="JobsReaped", unit=MetricUnit.Count, value=len(cancelled))
+    count(metrics, "JobsReaped", len(cancelled))
     logger.info("execution reaped", extra={"run_id": run_id, "status": change.status, "cancelled": cancelled})
     return {"execution": change.executionArn, "run_id": run_id, "status": change.status, "cancelled": cancelled}

@@ -9,9 +9,9 @@ import dataclasses
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from npa_workflow.adapters.lambda_metrics import count
 from npa_workflow.engine.watch import watch_pass
 from npa_workflow.engine.wiring import engine_from_environment
 
@@ -25,6 +25,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The pass stops taking new work before the function's own timeout (what is left goes to the next tick).
     report = watch_pass(engine_from_environment(), budget_seconds=context.get_remaining_time_in_millis() / 1000)
     result = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(report)
-    metrics.add_metric(name="ActiveWaves", unit=MetricUnit.Count, value=result.get("active", 0))
+    count(metrics, "ActiveWaves", result.get("active", 0))
     logger.info("watch pass", extra=result)
     return result
