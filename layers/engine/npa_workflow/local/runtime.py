@@ -61,6 +61,7 @@ from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws
 from npa_workflow.local.event_pump import EventPump
 from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
+from npa_workflow.local.moto_speedups import moto_speedups
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.spec.catalog import find_catalog
@@ -658,6 +659,7 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
         raise LocalRunError(f"{state_dir.parent} is in use by another npa-workflow process (a run being resumed, "
                             "or serve on the same home): wait for it to end or stop it") from None
     stack.enter_context(moto_fixes())
+    stack.enter_context(moto_speedups())
     stack.enter_context(in_process_lambdas())
     stack.enter_context(handler_logs_to(lambdas_log))
     # Powertools warns on stderr when a pass published no metric (a quiet watch tick): not news for a CLI user.

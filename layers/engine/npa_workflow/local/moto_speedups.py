@@ -1,0 +1,215 @@
+"""Speed, not behaviour: where moto 5.2.5 spends the twin's time for nothing, the same result, computed faster.
+
+Each speed-up names its seam and why the result is the same; `moto_speedups()` applies them all for as long as a
+local stack lives (moto's classes are process-wide). `tests/unit/test_moto_speedups.py` compares each with moto's
+own path. Figures: `bench/local_overhead.py`.
+
+1. DynamoDB responses without a shape walk per attribute value. moto serializes every response by walking the
+   operation's output shape, and for each member of each structure it searches the value under up to a dozen
+   candidate names (`XFormedAttributePicker`: the model's name, its snake_case form, shape-name and prefix
+   aliases). A DynamoDB item is a map of `AttributeValue` structures of ten members each: a `Query` of 20 ledger
+   items cost about 100 ms of CPU in that search alone, and the ledger is read and written at every wave.
+   An `AttributeValue` in a DynamoDB result is already in wire form (`dynamo_to_dict`): a dict keyed by its type
+   codes (`S`, `N`, `B`, `SS`, `NS`, `BS`, `M`, `L`, `NULL`, `BOOL`). For such a dict the search can only find
+   the exact key (no candidate alias of a type code is ever a key of it), so it is written directly, each member
+   converted as the walk's type serializers do (strings through the same string rule, blobs base64-encoded, sets
+   and lists item by item, `M` and `L` recursively, `NULL`/`BOOL` as they are; a `None` member, map entry or list
+   item handled as the walk handles it). Anything else (a key that is not a type code, a value of another type)
+   goes through moto's own walk. Seam: `moto.core.serialize.BaseJSONSerializer._serialize_type_structure(self,
+   serialized, value, shape, key)`, for DynamoDB's `AttributeValue` shape only.
+2. A JSONPath parsed once per path. moto's interpreter calls `jsonpath_ng.parse(path)` at every evaluation of an
+   `InputPath`, `ResultPath`, `TimeoutSecondsPath`, `"x.$"` binding…, and each call builds a new PLY parser
+   (its grammar tables read anew): milliseconds per path, several paths per Task. A parsed `JSONPath` is an
+   immutable expression tree (`find`/`update` read it, never change it), so the parse of a path string is kept
+   (bounded) and shared. Seams: the `parse` names imported by `moto.stepfunctions.parser.asl.utils.json_path`
+   and `...asl.component.common.path.result_path`.
+3. A definition parsed once, not twice. `CreateStateMachine` parses the definition to validate it and throws the
+   program away; the execution's worker parses the same text again (ANTLR: the larger part of a second for a
+   20-state machine). The validation's program, never evaluated, is kept for the first execution of that
+   definition (used once: a program is never shared between two executions). Seams:
+   `StepFunctionsParserBackend._validate_definition(definition)` and
+   `ExecutionWorker._get_evaluation_entrypoint(self)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+__all__ = ["fast_attribute_values", "jsonpath_parsed_once", "moto_speedups", "definition_parsed_once"]
+
+JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
+KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
+
+_SHAPE = "AttributeValue"
+_SERVICES = frozenset({"dynamodb"})
+
+
+class _NotWireForm(Exception):  # noqa: N818 - a signal to fall back, not an error
+    pass
+
+
+def _string(value: Any) -> Any:
+    # BaseJSONSerializer._serialize_type_string's rule, exactly
+    if isinstance(value, Enum):
+        value = value.value
+    return str(value) if value not in [None, {}, []] else value
+
+
+def _attribute_value(serializer: Any, value: Any, shape: Any) -> dict[str, Any]:
+    if type(value) is not dict or not value.keys() <= shape.members.keys():
+        raise _NotWireForm
+    out: dict[str, Any] = {}
+    for name, member in shape.members.items():
+        if name not in value or value[name] is None:
+            continue  # the walk skips a member it finds None (or does not find)
+        if member.serialization.get("name", name) != name:
+            raise _NotWireForm
+        out[name] = _member(serializer, value[name], member)
+    return out
+
+
+def _member(serializer: Any, value: Any, shape: Any) -> Any:
+    kind = shape.type_name
+    if kind == "string":
+        return _string(value)
+    if kind == "blob":
+        return serializer._base64(value)
+    if kind == "boolean":
+        return value
+    if kind == "structure" and shape.name == _SHAPE:
+        return _attribute_value(serializer, value, shape)
+    if kind == "list" and isinstance(value, list):
+        item = shape.member
+        if item.type_name == "structure":
+            # the walk appends the raw item when the item's serializer wrote nothing (a None item)
+            return [None if v is None else _member(serializer, v, item) for v in value]
+        return [_member(serializer, v, item) for v in value]
+    if kind == "map" and isinstance(value, dict):
+        # the walk leaves out an entry whose structure value is None
+        return {k: _member(serializer, v, shape.value) for k, v in value.items()
+                if not (v is None and shape.value.type_name == "structure")}
+    raise _NotWireForm
+
+
+@contextlib.contextmanager
+def moto_speedups() -> Iterator[None]:
+    with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once():
+        yield
+
+
+@contextlib.contextmanager
+def fast_attribute_values() -> Iterator[None]:
+    """While active, a DynamoDB `AttributeValue` in wire form is serialized directly (see the module doc)."""
+    from moto.core.serialize import BaseJSONSerializer
+
+    original = BaseJSONSerializer.__dict__["_serialize_type_structure"]
+
+    def _serialize_type_structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if (key and shape.name == _SHAPE and type(value) is dict
+                and self.operation_model.service_model.service_name in _SERVICES):
+            try:
+                out = _attribute_value(self, value, shape)
+            except _NotWireForm:
+                pass
+            else:
+                serialized[self.get_serialized_name(shape, key)] = out  # as `_default_serialize` does
+                return
+        original(self, serialized, value, shape, key)
+
+    _serialize_type_structure.npa_fast = True  # type: ignore[attr-defined]
+    if getattr(original, "npa_fast", False):  # already active (nested stacks in one process)
+        yield
+        return
+    BaseJSONSerializer._serialize_type_structure = _serialize_type_structure  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BaseJSONSerializer._serialize_type_structure = original  # type: ignore[method-assign]
+
+
+def _swap(target: Any, name: str, make: Any) -> Any:
+    """Replace `target.name` with `make(original)` unless it is already ours; returns the undo (or None).
+    A staticmethod is read and put back as one (`__dict__`, not `getattr`)."""
+    raw = target.__dict__[name] if isinstance(target, type) else getattr(target, name)
+    original = raw.__func__ if isinstance(raw, staticmethod) else raw
+    if getattr(original, "npa_speedup", False):
+        return None
+    replacement = make(original)
+    (replacement.__func__ if isinstance(replacement, staticmethod) else replacement).npa_speedup = True
+    setattr(target, name, replacement)
+    return lambda: setattr(target, name, raw)
+
+
+@contextlib.contextmanager
+def jsonpath_parsed_once() -> Iterator[None]:
+    """Speed-up 2 (see the module doc)."""
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    def cached(parse: Any) -> Any:
+        return functools.lru_cache(maxsize=JSONPATH_CACHE)(parse)
+
+    undo = [_swap(module, "parse", cached) for module in (json_path, result_path)]
+    try:
+        yield
+    finally:
+        for step in undo:
+            if step is not None:
+                step()
+
+
+@contextlib.contextmanager
+def definition_parsed_once() -> Iterator[None]:
+    """Speed-up 3 (see the module doc). While moto validates a definition (its own code, its own errors), the
+    program its parse returns is kept; the first execution of that text takes it instead of parsing again."""
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    kept: OrderedDict[str, Any] = OrderedDict()  # definition text -> its validated, never evaluated program
+    lock = threading.Lock()
+    validating = threading.local()
+
+    def make_parse(original: Any) -> Any:
+        def parse(definition: str) -> Any:
+            parsed = original(definition)
+            if getattr(validating, "on", False):
+                with lock:
+                    kept[definition] = parsed[0]
+                    kept.move_to_end(definition)
+                    while len(kept) > KEPT_PROGRAMS:
+                        kept.popitem(last=False)
+            return parsed
+        return staticmethod(parse)
+
+    def make_validate(original: Any) -> Any:
+        def _validate_definition(definition: str) -> None:
+            validating.on = True
+            try:
+                original(definition)
+            finally:
+                validating.on = False
+        return staticmethod(_validate_definition)
+
+    def make_entrypoint(original: Any) -> Any:
+        def _get_evaluation_entrypoint(self: Any) -> Any:
+            with lock:
+                program = kept.pop(self._evaluation_details.state_machine_details.definition, None)
+            return program if program is not None else original(self)
+        return _get_evaluation_entrypoint
+
+    undo = [_swap(AmazonStateLanguageParser, "parse", make_parse),
+            _swap(StepFunctionsParserBackend, "_validate_definition", make_validate),
+            _swap(ExecutionWorker, "_get_evaluation_entrypoint", make_entrypoint)]
+    try:
+        yield
+    finally:
+        for step in reversed(undo):
+            if step is not None:
+                step()

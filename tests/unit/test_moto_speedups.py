@@ -1,0 +1,141 @@
+"""`local.moto_speedups`: each speed-up gives what moto's own path gives (the JSON it writes, the JSONPath it
+parses, the program it runs), and is undone on exit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from npa_workflow.local.moto_speedups import (
+    definition_parsed_once,
+    fast_attribute_values,
+    jsonpath_parsed_once,
+    moto_speedups,
+)
+
+ITEM = {
+    "pk": {"S": "RUN#r1"}, "sk": {"S": "W#a#001"}, "empty": {"S": ""}, "n": {"N": "12.50"},
+    "blob": {"B": b"\x00\x01bytes"}, "blobs": {"BS": [b"a", b"\xff"]}, "strings": {"SS": ["x", "y"]},
+    "numbers": {"NS": ["1", "2.5"]}, "nothing": {"NULL": True}, "yes": {"BOOL": True}, "no": {"BOOL": False},
+    "timeline": {"L": [{"M": {"status": {"S": "RUNNING"}, "at": {"S": "2026-01-01T00:00:00Z"}}},
+                       {"L": [{"N": "1"}, {"NULL": True}]}, None]},
+    "nested": {"M": {"deep": {"M": {"list": {"L": []}, "map": {"M": {}}}}, "gone": None}},
+    "not_wire_form": {"S": "x", "snake_case_extra": "ignored by the walk"},
+}
+
+
+def serialize(operation: str, result: dict[str, Any]) -> dict[str, Any]:
+    from moto.core.responses import ActionResult
+    from moto.core.serialize import XFormedAttributePicker, get_serializer_class
+    from moto.core.utils import get_service_model
+
+    service = get_service_model("dynamodb")
+    serializer = get_serializer_class("dynamodb", service.protocol)(
+        operation_model=service.operation_model(operation), pretty_print=False, value_picker=XFormedAttributePicker())
+    assert isinstance(ActionResult(result).result, dict)
+    return json.loads(serializer.serialize(result)["body"])
+
+
+@pytest.mark.parametrize(("operation", "result"), [
+    ("Query", {"Items": [ITEM, {"pk": {"S": "RUN#r2"}}], "Count": 2, "ScannedCount": 2,
+               "LastEvaluatedKey": {"pk": {"S": "RUN#r2"}, "sk": {"S": "RUN"}}}),
+    ("GetItem", {"Item": ITEM}),
+    ("GetItem", {}),
+    ("UpdateItem", {"Attributes": {"status": {"S": "SUCCEEDED"}, "count": {"N": "3"}}}),
+])
+def test_same_json_as_moto_walk(operation: str, result: dict[str, Any]) -> None:
+    generic = serialize(operation, result)
+    with fast_attribute_values():
+        fast = serialize(operation, result)
+        with fast_attribute_values():  # nested activation is harmless
+            assert serialize(operation, result) == fast
+    assert fast == generic
+    assert serialize(operation, result) == generic  # restored on exit
+    if "Item" in result:
+        assert fast["Item"]["blob"] == {"B": "AAFieXRlcw=="}  # the walk's base64, kept
+        assert "gone" not in fast["Item"]["nested"]["M"]
+
+
+def test_only_while_active() -> None:
+    from moto.core.serialize import BaseJSONSerializer
+
+    before = BaseJSONSerializer.__dict__["_serialize_type_structure"]
+    with fast_attribute_values():
+        assert BaseJSONSerializer.__dict__["_serialize_type_structure"] is not before
+    assert BaseJSONSerializer.__dict__["_serialize_type_structure"] is before
+
+
+def test_jsonpath_parsed_once_finds_the_same() -> None:
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    data = {"a": {"b": [{"c": 1}, {"c": 2}]}, "d": "x"}
+    paths = ["$.a.b[1].c", "$.a.b[*].c", "$.d", "$"]
+    before = [json_path.extract_json(p, data) for p in paths]
+    originals = (json_path.parse, result_path.parse)
+    with jsonpath_parsed_once():
+        assert json_path.parse("$.d") is json_path.parse("$.d")  # one parse, shared
+        assert [json_path.extract_json(p, data) for p in paths] == before
+        assert result_path.parse("$.r").find({"r": 3})[0].value == 3
+        with pytest.raises(Exception):  # noqa: B017 - a bad path still fails as jsonpath_ng fails it
+            json_path.parse("$.[")
+    assert (json_path.parse, result_path.parse) == originals
+
+
+DEFINITION = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": {"v": 1}, "End": True}}})
+
+
+def test_definition_parsed_once_runs_the_validated_program() -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    parses: list[str] = []
+    original = AmazonStateLanguageParser.__dict__["parse"]
+
+    def counting(definition: str) -> Any:
+        parses.append(definition)
+        return original.__func__(definition)
+
+    AmazonStateLanguageParser.parse = staticmethod(counting)
+    try:
+        with definition_parsed_once():
+            StepFunctionsParserBackend._validate_definition(definition=DEFINITION)
+
+            class Worker:  # what `_get_evaluation_entrypoint` reads of an ExecutionWorker
+                class _evaluation_details:  # noqa: N801
+                    class state_machine_details:  # noqa: N801
+                        definition = DEFINITION
+
+            from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+            first = ExecutionWorker._get_evaluation_entrypoint(Worker())
+            second = ExecutionWorker._get_evaluation_entrypoint(Worker())
+            assert first is not second  # a program is used by one execution only
+            assert type(first) is type(second)
+            assert len(parses) == 2  # validation + the second execution; the first took the validated one
+            with pytest.raises(Exception, match="InvalidDefinition|ASLParser|Error"):
+                StepFunctionsParserBackend._validate_definition(definition="{not json")  # moto's own errors
+    finally:
+        AmazonStateLanguageParser.parse = original
+
+
+def test_speedups_undone_on_exit() -> None:
+    from moto.core.serialize import BaseJSONSerializer
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    def seams() -> list[Any]:
+        return [BaseJSONSerializer.__dict__["_serialize_type_structure"], AmazonStateLanguageParser.__dict__["parse"],
+                StepFunctionsParserBackend.__dict__["_validate_definition"],
+                ExecutionWorker.__dict__["_get_evaluation_entrypoint"]]
+
+    before = seams()
+    with moto_speedups():
+        assert all(a is not b for a, b in zip(seams(), before, strict=True))
+        with moto_speedups():  # nested: nothing wrapped twice
+            pass
+        assert all(a is not b for a, b in zip(seams(), before, strict=True))
+    assert seams() == before
