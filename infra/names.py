@@ -1,74 +1,30 @@
-"""The deployed names of a spec: its state machine, log group and construct id, all derived from the stack name and
-the spec's `metadata.name` alone, deterministically (the same spec always gets the same names, on every synth).
-
-AWS facts the mapping relies on:
-
-- a state machine name is 1–80 characters and may not contain whitespace, `< > { } [ ] ? * " # % \\ ^ | ~ `` $ & ,
-  ; : /` or control characters (Step Functions CreateStateMachine, `name`);
-- a CloudWatch Logs log group name is 1–512 characters of `[\\.\\-_/#A-Za-z0-9]` (CreateLogGroup, `logGroupName`;
-  cfn-lint E1155/E3031 check it in the template);
-- IAM resource ARNs and EventBridge patterns match by prefix (`...:stateMachine:<stack>.*`, `{"prefix": ...}`).
-
-So a machine name uses only `[A-Za-z0-9._-]` (legal in both): `<stack>.<spec name>` when the spec name is made of
-those characters already, else the name folded to ASCII (`résumé` → `resume`), every other character replaced by
-`-`, and 8 hex characters of the original name's SHA-256 appended so two names that fold alike stay distinct
-(`train(v2)` → `train-v2--<hash>`). The `.` after the stack name cannot occur in a stack name
-(`[A-Za-z][A-Za-z0-9-]*`), so the machine prefix `<stack>.` never matches another stack's machines: every policy and
-the reap rule name the prefix, not each machine, and stay the same size whatever the number of specs.
+"""The deployed names of a spec: its state machine and log group (the rule and the AWS facts it relies on are in
+`npa_workflow.protocol.deployed_names`, which `npa-workflow validate` shares), and its CDK construct id.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 
 from infra.settings import SettingsError
+from npa_workflow.protocol import deployed_names as rule
+from npa_workflow.protocol.deployed_names import (  # noqa: F401 - the stack's names, re-exported
+    AD_HOC_INFIX,
+    ad_hoc_prefix,
+    log_group_name,
+    machine_prefix,
+)
 
-MAX_MACHINE_NAME = 80
-MACHINE_SEPARATOR = "."
-# Characters legal in a state machine name AND a log group name.
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"[A-Za-z0-9]+")
-TAG_HEX = 8
-LOG_GROUP_PREFIX = "/aws/vendedlogs/states/"
-# The ad-hoc machines the inbox creates are `<stack>.adhoc.<16 hex>` (see stack.py): no deployed spec may take it.
-AD_HOC_INFIX = "adhoc."
-
-
-def machine_prefix(stack_name: str) -> str:
-    return stack_name + MACHINE_SEPARATOR
-
-
-def ad_hoc_prefix(stack_name: str) -> str:
-    return machine_prefix(stack_name) + AD_HOC_INFIX
-
-
-def _tag(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:TAG_HEX]
-
-
-def _ascii(text: str) -> str:
-    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
 
 
 def machine_name(stack_name: str, spec_name: str) -> str:
-    """`<stack>.<spec name>`, mapped to `[A-Za-z0-9._-]` and at most 80 characters (see the module doc)."""
-    prefix = machine_prefix(stack_name)
-    room = MAX_MACHINE_NAME - len(prefix)
-    if spec_name and not _UNSAFE.search(spec_name) and len(spec_name) <= room:
-        return prefix + spec_name
-    tag = _tag(spec_name)
-    keep = room - len(tag) - 1
-    if keep < 1:
-        raise SettingsError(f"stack name {stack_name!r} leaves no room for spec names in 80-character machine names "
-                         "(fix: a shorter context stackName)")
-    folded = _UNSAFE.sub("-", _ascii(spec_name))[:keep]
-    return f"{prefix}{folded}-{tag}"
-
-
-def log_group_name(machine: str) -> str:
-    return LOG_GROUP_PREFIX + machine
+    """`<stack>.<spec name>` mapped to `[A-Za-z0-9._-]`, at most 80 characters; a stack name too long for it is a
+    settings error (the context value to fix)."""
+    try:
+        return rule.machine_name(stack_name, spec_name)
+    except rule.NoRoomForSpecNames as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def construct_id(machine: str, stack_name: str) -> str:
@@ -80,4 +36,4 @@ def construct_id(machine: str, stack_name: str) -> str:
 def unique_construct_id(machine: str, stack_name: str, taken: set[str]) -> str:
     """`construct_id`, with the machine name's hash appended when another spec already has it (`a_b`, `a-b`)."""
     base = construct_id(machine, stack_name)
-    return base if base not in taken else base + _tag(machine).upper()
+    return base if base not in taken else base + rule.name_tag(machine).upper()

@@ -31,6 +31,8 @@ from typing import Any
 
 from constructs import Node
 
+from npa_workflow.protocol.deployed_names import DEFAULT_STACK_NAME
+
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 COMPLETE_SECRET_SUFFIX = re.compile(r"-[A-Za-z0-9]{6}$")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -184,7 +186,7 @@ def is_complete_secret_arn(arn: str) -> bool:
 
 
 def stack_name(node: Node) -> str:
-    name = str(node.try_get_context("stackName") or "NpaWorkflow")
+    name = str(node.try_get_context("stackName") or DEFAULT_STACK_NAME)
     if not STACK_NAME.match(name):
         raise SettingsError(
             f"context stackName={name!r}: expected a letter then letters, digits or '-', at most 61 characters"

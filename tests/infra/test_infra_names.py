@@ -48,3 +48,28 @@ def test_construct_ids_that_collide_get_the_hash() -> None:
     taken = {construct_id("S.a-b", "S")}
     other = unique_construct_id("S.a_b", "S", taken)
     assert other != "AB" and other.startswith("AB")
+
+
+def test_validate_prints_the_names_a_renamed_spec_deploys_as(tmp_path) -> None:
+    """One rule for the deploy and for `validate` (protocol.deployed_names): what validate prints is what synth
+    names, and a spec whose name is kept prints nothing extra."""
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from npa_workflow.cli.app import app
+
+    specs = Path(__file__).resolve().parents[2] / "specs"
+    text = (specs / "fanout.yaml").read_text()
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(re.sub(r"(?m)^  name: .*$", '  name: "train(v2)"', text, count=1))
+    (tmp_path / "tools.yaml").write_text((specs / "tools.yaml").read_text())
+    machine = machine_name("NpaWorkflow", "train(v2)")
+    result = CliRunner().invoke(app, ["validate", str(renamed), str(specs / "fanout.yaml")])
+    assert result.exit_code == 0, result.output
+    assert f"deploys as state machine {machine}, log group {log_group_name(machine)}" in result.output
+    assert result.output.count("deploys as") == 1  # fanout keeps its name: no line
+    result = CliRunner().invoke(app, ["validate", str(renamed), "--json"])
+    [spec] = json.loads(result.output)["specs"]
+    assert spec["deployedAs"] == {"stateMachine": machine, "logGroup": log_group_name(machine), "renamed": True}

@@ -84,6 +84,7 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Check specs against every rule of the language; report all problems at once."""
+    from npa_workflow.protocol.deployed_names import DEFAULT_STACK_NAME, deployed_names
     from npa_workflow.spec.catalog import load_catalog_file
     from npa_workflow.spec.load import load_spec
 
@@ -91,6 +92,7 @@ def validate(
     results = []
     failed = False
     for path in specs:
+        names = None
         try:
             if is_catalog_file(path):  # `validate specs/*.yaml` checks the tool catalog too
                 load_catalog_file(path)
@@ -99,14 +101,20 @@ def validate(
                 loaded = load_spec(path, catalog=catalog, overrides=overrides, strict=strict,
                                    allow_unknown_keys=allow_unknown_keys)
                 problems, ok = loaded.warnings, True
+                names = deployed_names(loaded.spec.name)
         except SpecError as exc:
             problems, ok = exc.problems + exc.warnings, False
         failed |= not ok
-        results.append({"file": str(path), "valid": ok, "problems": [p.to_json() for p in problems]})
+        results.append({"file": str(path), "valid": ok, "problems": [p.to_json() for p in problems],
+                        **({"deployedAs": names.to_json()} if ok and names else {})})
         if not as_json:
             print_problems(problems)
             if ok:
                 stdout.print(f"[green]✓[/green] {path}: valid")
+            if ok and names and names.renamed:  # AWS's character sets: the deploy maps the name (issue 11, 10)
+                stdout.print(f"  deploys as state machine {names.state_machine}, log group {names.log_group} "
+                             f"(stack {DEFAULT_STACK_NAME}; the spec name has characters or a length AWS's names "
+                             "do not allow)", markup=False, highlight=False)
     if as_json:
         print_json({"valid": not failed, "specs": results})
     if failed:
