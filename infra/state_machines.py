@@ -30,6 +30,7 @@ from infra.names import machine_name as deployed_machine_name
 from infra.settings import SettingsError
 from infra.storage import RUNS_PREFIX
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.deadlines import retention_problem
 from npa_workflow.compile.size import (  # noqa: F401 - the 1 MiB check's pieces, re-exported for the stack
     MAX_DEFINITION_BYTES,
     MAX_FUNCTION_ARN_CHARS,
@@ -124,6 +125,16 @@ def grant_distributed_map(role: iam.IRole, stack: Stack, name: str, bucket: s3.I
     )
 
 
+def check_state_deadlines(spec: CatalogSpec, retention_days: int) -> None:
+    """A state's own deadline (`timeoutSeconds`, a trigger's bound) as long as the retention fails the synth: its
+    run's runs/ objects would expire under it (compile.deadlines.retention_problem). The stack's maxWaitSeconds
+    is checked against retentionDays with the settings."""
+    too_long = retention_problem(1, spec.machine.definition, retention_days)
+    if too_long:
+        where, what, fix = too_long
+        raise SettingsError(f"{spec.path}: {where}: {what} (fix: {fix})")
+
+
 class WorkflowMachines(Construct):
     """`machines[spec name]`, `names[spec name]` (machine names) and `arns[spec name]` (formatted ARNs)."""
 
@@ -157,6 +168,7 @@ class WorkflowMachines(Construct):
                                     "(fix: rename one)")
             construct_name = unique_construct_id(name, stack.stack_name, taken)
             taken.add(construct_name)
+            check_state_deadlines(spec, retention_days)
             text = serialize_definition(spec.machine.definition)
             check_definition_size(spec, text)
             log_group = logs.LogGroup(

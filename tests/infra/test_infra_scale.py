@@ -30,6 +30,7 @@ from infra.state_machines import (
     MAX_DEFINITION_BYTES,
     CatalogSpec,
     check_definition_size,
+    check_state_deadlines,
     deployed_definition_bytes,
     serialize_definition,
 )
@@ -166,3 +167,13 @@ def test_a_definition_over_one_mib_fails_the_synth_with_the_fix() -> None:
     assert "1,048,576" in str(err.value) and "fix:" in str(err.value)
     fits, text = _catalog_spec(1000, 500)
     check_definition_size(fits, text)
+
+
+def test_a_state_deadline_as_long_as_the_retention_fails_the_synth_with_the_fix() -> None:
+    """S3 lifecycle expiry counts from creation: a state waiting retentionDays would outlive its run's frozen spec."""
+    spec, _ = _catalog_spec(2, 1)
+    spec.machine.definition["States"]["s1"]["TimeoutSeconds"] = 30 * 86400
+    with pytest.raises(SettingsError, match=r"specs/big.yaml: states.s1: state 's1' may wait 2592000 s") as err:
+        check_state_deadlines(spec, retention_days=30)
+    assert "retentionDays=30" in str(err.value) and "fix:" in str(err.value)
+    check_state_deadlines(spec, retention_days=31)

@@ -254,6 +254,32 @@ def test_a_run_request_for_a_deployed_spec_runs_on_the_deployed_machine(env):
     assert payload["run"]["deadline"] == 3600
 
 
+def test_a_deadline_as_long_as_the_stacks_retention_is_refused_with_the_fix(env):
+    """S3 lifecycle expiry counts from an object's creation: a wave waiting retentionDays would come back to a run
+    whose frozen spec is gone. The run request is refused (one line each: where, what, the fix); shorter runs."""
+    from dataclasses import replace
+
+    kept = replace(env.settings, retention_days=30)
+    for seconds, told in ((30 * 86400, "(30 days)"), (0, "no deadline")):
+        result = handle(env, upload(env, f"inbox/long-{seconds}.yaml",
+                                    request(spec="sweep", options={"maxWaitSeconds": seconds})), kept)
+        assert result.status == "rejected"
+        [error] = result.errors
+        assert error["path"] == "options.maxWaitSeconds" and told in error["message"]
+        assert "retentionDays=30" in error["message"] and "expire" in error["message"]
+        assert "under 2592000 s" in error["hint"] and "-c retentionDays=" in error["hint"]
+    spec = yaml.safe_load((SPECS / "gate-loop.yaml").read_text())
+    state = "train"
+    spec["states"][state]["timeoutSeconds"] = 40 * 86400
+    result = handle(env, upload(env, "inbox/state.yaml", request(spec=spec)), kept)
+    assert result.status == "rejected" and result.errors[0]["path"] == f"states.{state}"
+    assert "40 days" in result.errors[0]["message"]
+    assert all_executions(env) == []
+    ok = handle(env, upload(env, "inbox/ok.yaml", request(spec="sweep", options={"maxWaitSeconds": 29 * 86400})), kept)
+    assert ok.status == "started", ok.errors
+    assert InboxSettings.from_environment({"NPA_WORKFLOW_RETENTION_DAYS": "30"}).retention_days == 30
+
+
 def test_a_run_request_that_changes_the_definition_gets_one_reused_ad_hoc_machine(env):
     body = request(spec="sweep", vars={"max_concurrency": "3"}, options={"retries": 1})
     first = handle(env, upload(env, "inbox/a.yaml", body))

@@ -64,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from npa_workflow import decisions
 from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.deadlines import retention_problem
 from npa_workflow.compile.names import is_legal
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import Executions, MachineAlreadyExists
@@ -95,6 +96,7 @@ HEARTBEAT_ENV = env_names.HEARTBEAT_SECONDS
 MACHINE_ARN_PREFIX_ENV = env_names.MACHINE_ARN_PREFIX
 MAX_WAIT_ENV = env_names.MAX_WAIT_SECONDS
 WATCH_INTERVAL_ENV = env_names.WATCH_INTERVAL_SECONDS
+RETENTION_DAYS_ENV = env_names.RETENTION_DAYS
 DEPLOYED_MACHINES_KEY = "catalog/machines.json"
 # The compiler's placeholder → the variable holding the function's ARN (protocol.functions).
 FUNCTION_ARN_ENVS = {f.placeholder: f.arn_env for f in functions.MACHINE_INVOKED}
@@ -117,6 +119,7 @@ class InboxSettings:
     machine_arn_prefix: str = ""
     max_wait_seconds: int = _DEFAULTS.max_wait_seconds
     watch_interval_seconds: int = _DEFAULTS.watch_interval_seconds
+    retention_days: int | None = None  # the stack's retentionDays: no wave may wait as long (None: kept forever)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> InboxSettings:
@@ -143,6 +146,7 @@ class InboxSettings:
             else _DEFAULTS.max_wait_seconds,
             watch_interval_seconds=int(tick) if (tick := env.get(WATCH_INTERVAL_ENV, "").strip()).isdigit()
             else _DEFAULTS.watch_interval_seconds,
+            retention_days=int(days) if (days := env.get(RETENTION_DAYS_ENV, "").strip()).isdigit() else None,
         )
         if allow:
             missing = [name for name, value in (
@@ -247,6 +251,7 @@ def handle_object(
         if "max_wait_seconds" not in options.model_fields_set:  # the stack's deadline, unless the request sets one
             options = options.model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
+        _check_retention(options, compiled.definition, settings, uri)
         machine_arn, kind = _choose_machine(executions, settings, prepared.loaded, compiled)
         request_run_id = prepared.request.run_id if prepared.request else None
         run_id = request_run_id or run_id_for_object(bucket, key, version_id or (etag or "").strip('"'),
@@ -372,6 +377,18 @@ def _options(prepared: _Prepared) -> RunRequestOptions:
             "remove options.assumeDecision", file=prepared.loaded.file,
         )])
     return options
+
+
+def _check_retention(options: RunRequestOptions, definition: dict[str, Any], settings: InboxSettings,
+                     uri: str) -> None:
+    """Refuse a run one of whose waves could wait as long as the stack keeps the run's records (see
+    `compile.deadlines.retention_problem`: S3 lifecycle expiry counts from the object's creation)."""
+    if settings.retention_days is None:
+        return
+    problem = retention_problem(options.max_wait_seconds, definition, settings.retention_days)
+    if problem:
+        where, what, fix = problem
+        raise Rejected([Problem(where, what, fix, file=uri)])
 
 
 def _compile_options(options: RunRequestOptions, settings: InboxSettings) -> CompileOptions:
