@@ -8,8 +8,9 @@ InvalidToken — one call each, as on AWS.
 
 Two ticks per size, as a warm watch Lambda sees them: the first with a cold heartbeat clock (every token
 is beaten once), the second 60 s of schedule later (nothing due: a heartbeat is due every 0.4 × 300 s).
-`--before REV` also times the watch pass of git revision REV (e.g. the commit before the scale work) on
-the same setup: the baseline.
+`cpu s` is this process's CPU time (moto's work and the pass's, every thread): on a shared machine it is
+steadier than the wall time. `--before REV` also times the watch pass of git revision REV (e.g. the commit
+before the scale work) on the same setup: the baseline.
 
 moto serves a call in-process in well under a millisecond and the GIL serializes it, so threads cannot
 speed moto up; AWS answers in ~10–30 ms per call over the network, where 32 threads overlap them. The last
@@ -91,7 +92,7 @@ def seed(ledger: Any, n: int) -> None:
         ledger.client.batch_write_item(RequestItems={ledger.table_name: batch})
 
 
-def one_size(n: int, revision: str | None) -> list[tuple[str, float, Counter[str]]]:
+def one_size(n: int, revision: str | None) -> list[tuple[str, float, float, Counter[str]]]:
     import boto3
     from moto import mock_aws
 
@@ -117,22 +118,22 @@ def one_size(n: int, revision: str | None) -> list[tuple[str, float, Counter[str
         executor = AllRunning()
         engine = Engine(ledger=ledger, runs=RunStore(store, "engine"), store=store, executor=executor,
                         callbacks=SfnCallbacks(clients["stepfunctions"]))
-        new = revision is None
+        new = hasattr(watch, "HeartbeatClock")  # a revision from before the scale work beats every token
         clock = watch.HeartbeatClock() if new else None
         for tick in ("cold", "warm"):
             calls.clear()
             executor.calls = 0
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             if new:
                 report = watch.watch_pass(engine, budget_seconds=WATCH_TIMEOUT_SECONDS, heartbeat_every_seconds=120,
                                           clock=clock)
             else:
                 report = watch.watch_pass(engine)
-            wall = time.perf_counter() - started
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
             assert report.active == n, (report.active, n)
             calls["scheduler.observe"] = executor.calls
             calls["deferred (next tick)"] = getattr(report, "deferred", 0)
-            rows.append((tick, wall, Counter(calls)))
+            rows.append((tick, wall, cpu, Counter(calls)))
             if clock is not None:  # the next tick starts a minute of schedule after this one's beats
                 now = time.monotonic()
                 for token in list(clock._last):
@@ -151,18 +152,19 @@ def main() -> None:
     os.environ.pop("AWS_ENDPOINT_URL", None)
     versions = [("before " + args.before, args.before)] if args.before else []
     versions.append(("now", None))
-    print(f"{'version':<22}{'waves':>7} {'tick':<5}{'wall s':>9}{'calls/wave':>11}  {'by API':<52}{'AWS proj. s':>11}"
-          f"{'deferred':>9}")
+    pooled = {revision: hasattr(load_watch(revision), "HeartbeatClock") for _, revision in versions}
+    print(f"{'version':<22}{'waves':>7} {'tick':<5}{'wall s':>9}{'cpu s':>8}{'calls/wave':>11}  {'by API':<52}"
+          f"{'AWS proj. s':>11}{'deferred':>9}")
     for size in (int(s) for s in args.sizes.split(",")):
         for label, revision in versions:
-            for tick, wall, calls in one_size(size, revision):
+            for tick, wall, cpu, calls in one_size(size, revision):
                 deferred = calls.pop("deferred (next tick)")
                 total = sum(calls.values())
-                workers = 1 if revision else min(32, size)
+                workers = min(32, size) if pooled[revision] else 1
                 projected = total * AWS_CALL_SECONDS / workers
                 top = ", ".join(f"{k} {v}" for k, v in calls.most_common(4))
-                print(f"{label:<22}{size:>7} {tick:<5}{wall:>9.2f}{total / size:>11.2f}  {top:<52}{projected:>11.1f}"
-                      f"{deferred:>9}", flush=True)
+                print(f"{label:<22}{size:>7} {tick:<5}{wall:>9.2f}{cpu:>8.2f}{total / size:>11.2f}  {top:<52}"
+                      f"{projected:>11.1f}{deferred:>9}", flush=True)
     print(f"(AWS projection: calls x {AWS_CALL_SECONDS * 1000:.0f} ms / threads; the watch function's timeout is "
           f"{WATCH_TIMEOUT_SECONDS:.0f} s)")
 

@@ -302,6 +302,22 @@ def test_active_waves_across_runs_and_shrinks(ledger: DynamoLedger) -> None:
     assert ledger.active_watches() == []  # triggers live under another partition of the index
 
 
+def test_the_watch_reads_active_waves_without_their_timelines(ledger: DynamoLedger) -> None:
+    """The watch pass's Query projects WATCH_FIELDS: everything tending a wave needs, nothing that grows (the
+    timeline gets an entry per scheduler event)."""
+    from npa_workflow.engine.watch import WATCH_FIELDS
+
+    ledger.begin_attempt("r1", "w", state="s", job_name="j", task_token="tok", outputs=["s3://b/o.txt"])
+    ledger.record_submission("r1", "w", 1, job_id="7", request_id="req")
+    for i in range(5):
+        ledger.append_timeline("r1", "w", 1, "RUNNING", note=f"event {i}")
+    [full] = ledger.active_waves()
+    [watched] = ledger.active_waves(fields=WATCH_FIELDS)
+    assert len(full.timeline) >= 5 and watched.timeline == []
+    assert watched.model_dump(include=set(WATCH_FIELDS)) == full.model_dump(include=set(WATCH_FIELDS))
+    assert (watched.job_id, watched.request_id, watched.outputs) == ("7", "req", ["s3://b/o.txt"])
+
+
 def test_attempts_paginated_over_many_items(ledger: DynamoLedger) -> None:
     ledger.page_size = 7
     for i in range(30):

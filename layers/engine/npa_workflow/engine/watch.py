@@ -48,6 +48,9 @@ BUDGET_MARGIN_SECONDS = 5.0  # left to the handler after the pass (logging, metr
 # Seconds between heartbeats of one token (0 = every pass): see `_heartbeat_every`.
 HEARTBEAT_EVERY_ENV = "NPA_WORKFLOW_HEARTBEAT_EVERY_SECONDS"
 HEARTBEAT_SECONDS_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"  # the compiled HeartbeatSeconds (infra sets it)
+# What tending a wave reads of its attempt (the rest, e.g. the growing timeline, stays in the table).
+WATCH_FIELDS = ("run_id", "wave_key", "state", "attempt", "job_name", "job_id", "request_id", "task_token",
+                "status", "outputs")
 
 
 @dataclass
@@ -157,6 +160,20 @@ class _Pass:
         self.append("reaped", wave.run_id)
 
     # -- one wave ------------------------------------------------------------------------------
+    def quiet(self, wave: WaveAttempt, obs: Observation) -> bool:
+        """True (and counted) when tending the wave would make no call: still pending/running as the ledger
+        says, the same job, no heartbeat due. Most waves of a steady tick; they never reach the thread pool,
+        whose hand-over per wave costs more than deciding this."""
+        if obs.outcome not in ("pending", "running") or (obs.job_id and obs.job_id != wave.job_id):
+            return False
+        if obs.outcome == "running" and wave.status != WaveStatus.RUNNING:
+            return False
+        if wave.task_token and self.clock.due(wave.task_token, self.heartbeat_every, self.now()):
+            return False
+        if obs.outcome == "running":
+            self.add(running=1)
+        return True
+
     def tend(self, wave: WaveAttempt, obs: Observation) -> None:
         if self.out_of_time():
             self.add(deferred=1)
@@ -260,7 +277,7 @@ def watch_pass(engine: Engine, *, budget_seconds: float | None = None, heartbeat
     now = time.monotonic
     deadline = None if budget_seconds is None else now() + max(0.0, budget_seconds - BUDGET_MARGIN_SECONDS)
     tick = _Pass(engine, deadline, _heartbeat_every(heartbeat_every_seconds), clock or _CLOCK, now)
-    waves = engine.ledger.active_waves()
+    waves = engine.ledger.active_waves(fields=WATCH_FIELDS)
     (clock or _CLOCK).keep_only({w.task_token for w in waves if w.task_token})
     unknown = [w for w in waves if w.status == WaveStatus.UNKNOWN and not w.job_id and not w.request_id
                and w.job_name]
@@ -273,6 +290,7 @@ def watch_pass(engine: Engine, *, budget_seconds: float | None = None, heartbeat
             [TrackedJob(key=_key(w), job_id=w.job_id, request_id=w.request_id) for w in active]
         )
         work = [(w, observations[_key(w)]) for w in active if _key(w) in observations]
+        work = [(w, obs) for w, obs in work if not tick.quiet(w, obs)]
         # Finished waves first: completing a token moves a run on; a late heartbeat only costs margin.
         work.sort(key=lambda pair: pair[1].outcome in ("pending", "running"))
         if workers > 1 and len(work) > 1:

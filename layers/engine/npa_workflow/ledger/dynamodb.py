@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -630,13 +630,24 @@ class DynamoLedger:
         except ClientError as exc:
             self._missing_or(exc, run_id, wave_key, attempt)
 
-    def active_waves(self, limit: int | None = None) -> list[WaveAttempt]:
-        """Every non-terminal wave attempt of every run: one Query on the sparse `active` index."""
+    def active_waves(self, limit: int | None = None, fields: Iterable[str] | None = None) -> list[WaveAttempt]:
+        """Every non-terminal wave attempt of every run: one Query on the sparse `active` index.
+
+        `fields`: read only these attributes (a ProjectionExpression; the others take their defaults, so
+        the attempts are partial: for reading, never for writing back). The watch pass reads
+        `WATCH_FIELDS`: a running attempt's timeline grows with every scheduler event, and every attribute
+        read is bytes on the wire and parse time per wave (DynamoDB still counts the whole item against the
+        Query's 1 MB page and its read units)."""
+        extra: dict[str, Any] = {}
+        if fields is not None:
+            names = {f"#f{i}": name for i, name in enumerate(sorted(set(fields)))}
+            extra = {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
         items = self._query(
             limit=limit,
             IndexName=ACTIVE_INDEX,
             KeyConditionExpression="active_pk = :p",
             ExpressionAttributeValues={":p": {"S": ACTIVE}},
+            **extra,
         )
         return [WaveAttempt.from_item(i) for i in items]
 
