@@ -364,13 +364,44 @@ def test_console_script_exit_codes(write):
     assert run("plan", ok, "--var", "oops").returncode == 2
 
 
-def test_the_cli_starts_without_the_spec_stack_or_aws_clients():
-    # `--help` and the option parsing load typer and rich only; the commands import what they use.
-    code = ("import sys; import npa_workflow.cli.app; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'boto3', 'botocore', 'moto'}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+def _modules_after(*argv: str) -> set[str]:
+    """The top-level packages and npa_workflow.cli modules a CLI process has imported when it exits."""
+    code = ("import sys, atexit; sys.argv = ['npa-workflow', *sys.argv[1:]]; "
+            "atexit.register(lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted("
+            "{m.split('.')[0] for m in sys.modules} | {m for m in sys.modules if m.startswith('npa_workflow.cli.')}"
+            ")) + '\\n')); "
+            "from npa_workflow.cli.app import main; main()")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("MODULES ")]
+    return set(line.split()[1:])
+
+
+def test_help_starts_without_the_spec_stack_or_aws_clients():
+    loaded = _modules_after("--help")
+    assert loaded & {"pydantic", "yaml", "boto3", "botocore", "moto"} == set()
+
+
+def test_validate_loads_its_own_command_only(write):
+    # Start-up (bench/cli_startup.py): `validate` builds one command, imports no table renderer, no AWS
+    # client and none of the run/stack/log commands.
+    loaded = _modules_after("validate", write("ok.yaml", VALID))
+    assert "npa_workflow.cli.spec_commands" in loaded and "yaml" in loaded
+    assert loaded & {"rich", "boto3", "botocore", "moto"} == set()
+    assert {m for m in loaded if m.startswith("npa_workflow.cli.")} <= {
+        "npa_workflow.cli.app", "npa_workflow.cli.spec_commands", "npa_workflow.cli.common", "npa_workflow.cli.cost",
+        "npa_workflow.cli.output"}
+
+
+def test_one_command_app_parses_as_the_whole_tree(write):
+    # main() builds only the command asked for; it must still read `validate X` as the command and its spec.
+    ok = write("ok.yaml", VALID)
+    done = subprocess.run([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "validate", ok],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.strip() == f"✓ {ok}: valid"
+    typo = subprocess.run([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "valdate", ok],
+                          capture_output=True, text=True, timeout=60)
+    assert typo.returncode == 2 and "Did you mean 'validate'" in typo.stderr
 
 
 def test_png_to_a_terminal_is_a_usage_error(monkeypatch, runner):

@@ -1,319 +1,77 @@
 """`npa-workflow`: validate, plan, render and run npa.workflow/v0.0.1 specs.
 
-Start-up is part of the interface (`--help` and `validate` of a spec are meant to answer in well under a
-second): this module and the option modules it imports load only typer and rich; the spec stack (YAML,
-pydantic), the compiler, the planner and the AWS clients are imported inside the commands that use them.
+Start-up is part of the interface (`bench/cli_startup.py`: `--help` and `validate` of a spec within 0.3 s):
+`main()` builds only the command it is asked for, so `validate` imports neither the run, stack and log
+commands nor rich, and typer builds the options of one command, not of all fifteen. Every module a command
+needs beyond its options (the spec stack, the compiler, the AWS clients) is imported inside the command.
+`app`, the whole command tree, is what `--help`, an unknown command and the tests get.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Any
 
 import typer
 
-from npa_workflow.cli.common import (
-    AllowUnknownKeysOpt,
-    AssumeOpt,
-    CatalogOpt,
-    InfraRecoveriesOpt,
-    JsonOpt,
-    MaxConcurrencyOpt,
-    MaxWaitOpt,
-    RetriesOpt,
-    RunIdOpt,
-    VarOpt,
-    check_assumption,
-    load_or_exit,
-    parse_vars,
-)
-from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, PricesOpt, parse_minutes, print_cost
-from npa_workflow.cli.gc import gc_command
-from npa_workflow.cli.graph import graph_command
-from npa_workflow.cli.jobs import jobs_app
-from npa_workflow.cli.logs import logs_command
-from npa_workflow.cli.output import print_json, print_plan, print_problems, print_waves, stdout
-from npa_workflow.cli.run import run_command
-from npa_workflow.cli.stack import (
-    cancel_command,
-    list_command,
-    resume_command,
-    serve_command,
-    status_command,
-    submit_command,
-)
-from npa_workflow.errors import Problem, SpecError
-
-if TYPE_CHECKING:
-    from npa_workflow.plan.model import Plan, WavePlan
-    from npa_workflow.spec.validate import LoadedSpec
-
-app = typer.Typer(
-    name="npa-workflow",
-    help="Run npa.workflow/v0.0.1 specs as AWS Step Functions state machines — in the cloud or on one machine.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    # Plain help: an 80-column terminal shows every option name whole (rich's panels cut them), and it
-    # prints without rendering rich tables at start-up.
-    rich_markup_mode=None,
-)
+# name -> (module, attribute): a command function, or a typer app for a group of subcommands. In `--help` order.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("npa_workflow.cli.spec_commands", "validate"),
+    "plan": ("npa_workflow.cli.spec_commands", "plan"),
+    "render": ("npa_workflow.cli.spec_commands", "render"),
+    "compile": ("npa_workflow.cli.spec_commands", "compile"),
+    "schema": ("npa_workflow.cli.spec_commands", "schema"),
+    "run": ("npa_workflow.cli.run", "run_command"),
+    "graph": ("npa_workflow.cli.graph", "graph_command"),
+    "serve": ("npa_workflow.cli.stack", "serve_command"),
+    "submit": ("npa_workflow.cli.stack", "submit_command"),
+    "status": ("npa_workflow.cli.stack", "status_command"),
+    "cancel": ("npa_workflow.cli.stack", "cancel_command"),
+    "resume": ("npa_workflow.cli.stack", "resume_command"),
+    "list": ("npa_workflow.cli.stack", "list_command"),
+    "logs": ("npa_workflow.cli.logs", "logs_command"),
+    "gc": ("npa_workflow.cli.gc", "gc_command"),
+    "jobs": ("npa_workflow.cli.jobs", "jobs_app"),
+}
 
 
-def is_catalog_file(path: Path) -> bool:
-    from npa_workflow.spec.catalog import CATALOG_API_VERSION
-    from npa_workflow.spec.loader import load_yaml_file
-
-    try:
-        raw = load_yaml_file(path)
-    except SpecError:
-        return False  # reported when loaded as a spec
-    return isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION
+def _root() -> None:
+    # A callback keeps the app a group even when it holds a single command (typer would otherwise make that
+    # command the whole program, and `npa-workflow validate x` would read "validate" as a spec path).
+    pass
 
 
-@app.command()
-def validate(
-    specs: Annotated[list[Path], typer.Argument(help="Spec files", show_default=False)],
-    catalog: CatalogOpt = None,
-    var: VarOpt = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors")] = False,
-    allow_unknown_keys: AllowUnknownKeysOpt = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Check specs against every rule of the language; report all problems at once."""
-    from npa_workflow.protocol.deployed_names import DEFAULT_STACK_NAME, deployed_names
-    from npa_workflow.spec.catalog import load_catalog_file
-    from npa_workflow.spec.load import load_spec
-
-    overrides = parse_vars(var)
-    results = []
-    failed = False
-    for path in specs:
-        names = None
-        try:
-            if is_catalog_file(path):  # `validate specs/*.yaml` checks the tool catalog too
-                load_catalog_file(path)
-                problems, ok = [], True
-            else:
-                loaded = load_spec(path, catalog=catalog, overrides=overrides, strict=strict,
-                                   allow_unknown_keys=allow_unknown_keys)
-                problems, ok = loaded.warnings, True
-                names = deployed_names(loaded.spec.name)
-        except SpecError as exc:
-            problems, ok = exc.problems + exc.warnings, False
-        failed |= not ok
-        results.append({"file": str(path), "valid": ok, "problems": [p.to_json() for p in problems],
-                        **({"deployedAs": names.to_json()} if ok and names else {})})
-        if not as_json:
-            print_problems(problems)
-            if ok:
-                stdout.print(f"[green]✓[/green] {path}: valid")
-            if ok and names and names.renamed:  # AWS's character sets: the deploy maps the name (issue 11, 10)
-                stdout.print(f"  deploys as state machine {names.state_machine}, log group {names.log_group} "
-                             f"(stack {DEFAULT_STACK_NAME}; the spec name has characters or a length AWS's names "
-                             "do not allow)", markup=False, highlight=False)
-    if as_json:
-        print_json({"valid": not failed, "specs": results})
-    if failed:
-        raise typer.Exit(1)
-
-
-@app.command()
-def plan(
-    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
-    catalog: CatalogOpt = None,
-    var: VarOpt = None,
-    run_id: RunIdOpt = None,
-    assume_decision: AssumeOpt = None,
-    waves: Annotated[bool, typer.Option("--waves", help="Fold the plan into submit waves")] = False,
-    max_concurrency: MaxConcurrencyOpt = 0,
-    as_json: JsonOpt = False,
-    cost: CostOpt = False,
-    assume_minutes: AssumeMinutesOpt = None,
-    prices: PricesOpt = None,
-    allow_unknown_keys: AllowUnknownKeysOpt = False,
-) -> None:
-    """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost: the cost of a run."""
-    from npa_workflow.compile.asl import CompileOptions
-    from npa_workflow.compute_cost import PricesError, load_prices
-    from npa_workflow.cost import estimate_cost
-    from npa_workflow.plan.planner import build_plan, run_context
-    from npa_workflow.plan.waves import build_waves
-
-    check_assumption(assume_decision)
-    minutes, step_minutes = parse_minutes(assume_minutes)
-    try:
-        compute_prices = load_prices(prices) if prices is not None else None
-    except PricesError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--prices") from None
-    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
-    try:
-        the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
-        wave_plan = (
-            build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id), max_concurrency_cap=max_concurrency)
-            if waves else None
-        )
-        estimate = estimate_cost(loaded, assume_minutes=minutes, step_minutes=step_minutes, run_id=run_id,
-                                 prices=compute_prices, options=CompileOptions(max_concurrency_cap=max_concurrency)) \
-            if cost else None
-    except SpecError as exc:
-        print_problems(exc.problems)
-        raise typer.Exit(1) from None
-    except ValueError as exc:  # a state named by --assume-minutes that the spec lacks
-        raise typer.BadParameter(str(exc), param_hint="--assume-minutes") from None
-    doc = wave_plan.to_json() if wave_plan is not None else the_plan.to_json()
-    if as_json:
-        print_json({**doc, "cost": estimate.to_json()} if estimate is not None else doc)
-        return
-    if estimate is not None:
-        print_cost(estimate)  # the cost alone: the plan is what `plan` without --cost prints
-        return
-    print_waves(wave_plan) if wave_plan is not None else print_plan(the_plan)
-
-
-@app.command()
-def render(
-    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
-    catalog: CatalogOpt = None,
-    var: VarOpt = None,
-    run_id: RunIdOpt = None,
-    assume_decision: AssumeOpt = None,
-    max_concurrency: MaxConcurrencyOpt = 0,
-    out: Annotated[Path | None, typer.Option("--out", help="Write one YAML file per job into DIR")] = None,
-    job_groups: Annotated[bool, typer.Option(
-        "--job-groups", help="Instead: the existing engine's shape, one SkyPilot JobGroup per batch of a group "
-                             "(this engine does not submit these)")] = False,
-    code_bucket: Annotated[str | None, typer.Option(
-        "--code-bucket", help="Show the tasks mounting the step code as `submit` stages it in this engine bucket "
-                              "(s3://BUCKET/code/<digest>/)")] = None,
-    allow_unknown_keys: AllowUnknownKeysOpt = False,
-) -> None:
-    """Print the SkyPilot YAML launch submits: one job per step, in plan order (first attempts)."""
-    from npa_workflow.plan.planner import build_plan, run_context
-    from npa_workflow.plan.waves import build_waves
-    from npa_workflow.render import RenderError
-
-    check_assumption(assume_decision)
-    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
-    try:
-        the_plan = build_plan(loaded, run_id=run_id, assume_decision=assume_decision)
-        if job_groups:
-            wave_plan = build_waves(loaded, the_plan, run_context(loaded, the_plan.run_id),
-                                    max_concurrency_cap=max_concurrency)
-            documents = _job_group_documents(wave_plan)
-        else:
-            documents = _launch_documents(loaded, the_plan, _code_uri(spec, loaded, code_bucket))
-    except SpecError as exc:
-        print_problems(exc.problems)
-        raise typer.Exit(1) from None
-    except RenderError as exc:
-        print_problems([Problem("states", str(exc), "change the state named in the message", file=str(spec))])
-        raise typer.Exit(1) from None
-    if out is None:
-        for name, text in documents:
-            sys.stdout.write(f"# ---- job {name}\n{text}")
-            if not text.endswith("\n"):
-                sys.stdout.write("\n")
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    for i, (name, text) in enumerate(documents, 1):
-        (out / f"{i:03d}-{name}.yaml").write_text(text)
-    stdout.print(f"wrote {len(documents)} file(s) to {out}")
-
-
-def _code_uri(spec: Path, loaded: LoadedSpec, bucket: str | None) -> str:
-    """Where `submit` would stage the spec's step code in `bucket` (the digest of the folder now)."""
-    if not bucket:
-        return ""
-    from npa_workflow.render.code import code_bundle, code_root
-
-    return code_bundle(code_root(spec, loaded.catalog.workdir, loaded.catalog.source or None)).uri(bucket)
-
-
-def _launch_documents(loaded: LoadedSpec, the_plan: Plan, code_uri: str = "") -> list[tuple[str, str]]:
-    """What launch submits, step by step: each wave its own job, named and fenced as launch does."""
-    from npa_workflow.render import launch_document
-
-    documents: list[tuple[str, str]] = []
-    waves_of_state: dict[str, int] = {}
-    for step in the_plan.steps:
-        if not step.command:
-            # A router or an empty terminal runs no job: the state machine passes through it.
-            documents.append((f"{step.state}-no-job", f"# state '{step.state}' has no command: no job\n"))
-            continue
-        waves_of_state[step.state] = waves_of_state.get(step.state, 0) + 1
-        tool = loaded.catalog.get(step.tool_ref) if step.tool_ref else None
-        documents.append(launch_document(
-            step, workflow=the_plan.workflow, run_id=the_plan.run_id, loops=step.loops, attempt=1,
-            fence_sequence=waves_of_state[step.state], secret_names=tool.secret_env if tool else (),
-            code_uri=code_uri,
-        ))
-    return documents
-
-
-def _job_group_documents(wave_plan: WavePlan) -> list[tuple[str, str]]:
-    from npa_workflow.render import render_wave
-
-    label = "# The existing engine's shape (a JobGroup per batch of a group); this engine launches each step " \
-            "as its own job: see `npa-workflow render` without --job-groups.\n"
-    documents: list[tuple[str, str]] = []
-    counter = 1
-    for wave in wave_plan.waves:
-        if not any(step.command for step in wave.steps):
-            documents.append((f"{counter:02d}-{wave.name}-no-job", f"# state '{wave.name}' has no command: no job\n"))
-            continue
-        rendered = render_wave(wave, run_id=wave_plan.run_id, workflow=wave_plan.workflow, counter_start=counter)
-        documents.extend((name, label + text) for name, text in rendered)
-        counter += len(rendered)
-    return documents
-
-
-@app.command()
-def compile(
-    spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
-    catalog: CatalogOpt = None,
-    var: VarOpt = None,
-    retries: RetriesOpt = 0,
-    max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
-    max_wait_seconds: MaxWaitOpt = 3600,
-    max_concurrency: MaxConcurrencyOpt = 0,
-    allow_unknown_keys: AllowUnknownKeysOpt = False,
-) -> None:
-    """Print the Amazon States Language definition the spec runs as."""
-    from npa_workflow.compile.asl import CompileOptions, compile_spec
-
-    loaded = load_or_exit(spec, catalog, var, allow_unknown_keys=allow_unknown_keys)
-    options = CompileOptions(
-        retries=retries,
-        max_infrastructure_recoveries=max_infrastructure_recoveries,
-        max_wait_seconds=max_wait_seconds,
-        max_concurrency_cap=max_concurrency,
+def build_app(names: list[str] | None = None) -> typer.Typer:
+    """The CLI with the commands `names` (default: all of them)."""
+    cli = typer.Typer(
+        name="npa-workflow",
+        help="Run npa.workflow/v0.0.1 specs as AWS Step Functions state machines — in the cloud or on one machine.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        # Plain help: an 80-column terminal shows every option name whole (rich's panels cut them), and it
+        # prints without rendering rich tables at start-up.
+        rich_markup_mode=None,
     )
-    print_json(compile_spec(loaded, options).definition)
+    cli.callback()(_root)
+    for name in names or COMMANDS:
+        module, attribute = COMMANDS[name]
+        target = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, typer.Typer):
+            cli.add_typer(target, name=name)
+        else:
+            cli.command(name=name)(target)
+    return cli
 
 
-@app.command()
-def schema() -> None:
-    """Print the JSON Schema of a spec (for editors)."""
-    from npa_workflow.spec.schema import spec_json_schema
-
-    stdout.out(json.dumps(spec_json_schema(), indent=2), highlight=False)
-
-
-app.command(name="run")(run_command)
-app.command(name="graph")(graph_command)
-app.command(name="serve")(serve_command)
-app.command(name="submit")(submit_command)
-app.command(name="status")(status_command)
-app.command(name="cancel")(cancel_command)
-app.command(name="resume")(resume_command)
-app.command(name="list")(list_command)
-app.command(name="logs")(logs_command)
-app.command(name="gc")(gc_command)
-app.add_typer(jobs_app, name="jobs")
+def __getattr__(name: str) -> Any:
+    # `from npa_workflow.cli.app import app` (tests, embedding): the whole tree, built on first use.
+    if name == "app":
+        globals()["app"] = full = build_app()
+        return full
+    raise AttributeError(name)
 
 
 def main() -> None:
@@ -323,4 +81,5 @@ def main() -> None:
     # The CLI is never a Lambda: Powertools Metrics' EMF lines (stdout, for CloudWatch) from the in-process
     # handlers of `run`/`serve` would only corrupt this process's own output (`run --json`).
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    app()
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    build_app([command] if command in COMMANDS else None)()

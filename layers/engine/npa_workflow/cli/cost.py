@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from npa_workflow.cli.output import stdout
 
@@ -58,6 +57,8 @@ def usd(value: float) -> str:
 
 def print_cost(estimate: CostEstimate) -> None:
     """One column per assumption, so the table stays narrow whatever the terminal."""
+    from rich.table import Table
+
     runs = estimate.assumptions
     table = Table(title=f"{estimate.workflow} — estimated cost per run")
     table.add_column("", no_wrap=True)

@@ -3,19 +3,34 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.table import Table
 
 from npa_workflow.errors import Problem
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from npa_workflow.plan.model import Plan, WavePlan
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: importing rich costs more CPU (~40 ms) than validating a spec does,
+    and `validate` prints no table."""
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(soft_wrap=True)
+        return getattr(self._console, name)
+
+
+stdout: Console = _LazyConsole()  # type: ignore[assignment]
 
 
 def print_problems(problems: list[Problem]) -> None:
@@ -23,6 +38,14 @@ def print_problems(problems: list[Problem]) -> None:
     for p in problems:
         sys.stderr.write(p.format() + "\n")
     sys.stderr.flush()
+
+
+def print_ok(text: str) -> None:
+    """`✓ text`, the check mark green on a terminal (NO_COLOR honoured); the text is printed as is, never as markup."""
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    mark = "\x1b[32m✓\x1b[0m" if colour else "✓"
+    sys.stdout.write(f"{mark} {text}\n")
+    sys.stdout.flush()
 
 
 def print_json(doc: Any) -> None:
@@ -37,6 +60,8 @@ def _command(argv: list[str], shell: str) -> str:
 
 
 def print_plan(plan: Plan) -> None:
+    from rich.table import Table
+
     table = Table(title=f"{plan.workflow} — plan (run id {plan.run_id}, assume {plan.assume_decision or '-'})")
     for col in ("#", "state", "iter", "loop", "group", "resources", "command"):
         table.add_column(col, overflow="fold")
@@ -49,6 +74,8 @@ def print_plan(plan: Plan) -> None:
 
 
 def print_waves(waves: WavePlan) -> None:
+    from rich.table import Table
+
     table = Table(title=f"{waves.workflow} — {len(waves.waves)} waves (assume {waves.assume_decision or '-'})")
     for col in ("wave", "kind", "name", "max", "batches", "steps"):
         table.add_column(col, overflow="fold")

@@ -22,8 +22,9 @@ CATALOG_API_VERSION = "npa.workflow.tools/v1"
 CATALOG_ENV = "NPA_WORKFLOW_CATALOG"
 
 
+# defer_build: a spec without a catalog (most of them) never pays for building these validators.
 class Tool(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     description: str = ""
     argv: list[str] = Field(min_length=1)
@@ -47,7 +48,7 @@ class Tool(BaseModel):
 
 
 class Catalog(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     tools: dict[str, Tool] = Field(default_factory=dict)
     # Image families (`images: {ltx2: registry/ltx2:1.4}`): what a profile's `image: tool://ltx2` means.
@@ -74,7 +75,7 @@ class Catalog(BaseModel):
         return difflib.get_close_matches(name, list(self.tools), n=3, cutoff=0.8)
 
 
-EMPTY_CATALOG = Catalog()
+EMPTY_CATALOG = Catalog.model_construct()  # every field its default; validating nothing builds nothing
 
 
 def _with_suggestions(problems: list[Problem]) -> list[Problem]:
