@@ -11,14 +11,19 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+# A local job held until the GPUs it asks for are free (local.executor): the ledger says LAUNCHING (the report
+# RUNNING) — its job exists but has not started, and would not until another job gives its devices back.
+WAITING_FOR_GPUS = "WAITING_FOR_GPUS"
 STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
-         "TIMED_OUT": "red", "PENDING": "dim", "REPLAYED": "green"}
+         "TIMED_OUT": "red", "PENDING": "dim", "REPLAYED": "green", WAITING_FOR_GPUS: "magenta"}
+_ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 # The normalized decision → the word a spec's `when`/`until` uses for it.
 SPEC_WORD = {"promote_checkpoint": "promote_checkpoint", "loop_back_to_inner_loop": "loop_back"}
 # Columns in the order they are given up when the terminal is narrow (state, status and job stay).
@@ -29,6 +34,25 @@ def _epoch(text: str | None) -> float | None:
     from npa_workflow.timestamps import to_epoch
 
     return to_epoch(text)
+
+
+def shown_status(status: str, job_id: str | None, home: Path | None = None) -> str:
+    """The status a view shows for a wave: WAITING_FOR_GPUS while its local job waits for devices."""
+    if status in _ENDED or not job_id or not job_id.startswith("local-"):
+        return status  # a SkyPilot job's id is a number: SkyPilot's own queue says what it waits for
+    from npa_workflow.cli.logs import logs_home
+    from npa_workflow.local.executor import waiting_for_gpus
+
+    return WAITING_FOR_GPUS if waiting_for_gpus(home or logs_home(), job_id) else status
+
+
+def with_gpu_waits(report: dict[str, Any], home: Path | None = None) -> dict[str, Any]:
+    """The report with each wave whose job waits for GPUs marked so (its status; `waiting_for_gpus`: true)."""
+    waves = []
+    for w in report.get("waves", []):
+        status = shown_status(w["status"], w.get("job_id"), home)
+        waves.append({**w, "status": status, "waiting_for_gpus": True} if status != w["status"] else w)
+    return {**report, "waves": waves}
 
 
 def duration(start: str | None, end: str | None) -> str:
@@ -175,7 +199,7 @@ def wave_dicts(waves: Iterable[Any], loops_of: dict[str, list[str]] | None = Non
     out = []
     for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
         out.append({"state": w.state, "iteration": wave_round(w, loops_of or {}), "attempt": w.attempt,
-                    "status": w.status.value,
+                    "status": shown_status(w.status.value, w.job_id),
                     "job_id": w.job_id, "started_at": w.started_at, "ended_at": w.ended_at,
                     "replayed": w.replayed, "group": w.group})
     return out
@@ -185,7 +209,11 @@ def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console
                  poll_seconds: float = 1.0) -> dict[str, Any]:
     """Follow a run on a stack until it ends: the live table on a terminal, one line per change otherwise."""
     started = time.monotonic()
-    report = fetch()
+
+    def latest() -> dict[str, Any]:  # as shown: a wave that waits for GPUs says so
+        return with_gpu_waits(fetch())
+
+    report = latest()
     header = f"run {report['run_id']}"
     if console.is_terminal:
         from rich.live import Live
@@ -197,7 +225,7 @@ def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console
                 if report["status"] != "RUNNING":
                     return report
                 time.sleep(poll_seconds)
-                report = fetch()
+                report = latest()
     seen: dict[tuple[str, Any, int], str] = {}
     while True:
         for w in report["waves"]:
@@ -212,4 +240,4 @@ def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console
         if report["status"] != "RUNNING":
             return report
         time.sleep(poll_seconds)
-        report = fetch()
+        report = latest()

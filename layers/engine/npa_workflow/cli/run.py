@@ -26,7 +26,7 @@ from npa_workflow.cli.common import (
     parse_vars,
 )
 from npa_workflow.cli.output import print_json, print_problems
-from npa_workflow.cli.progress import live_table, plan_states, print_summary, wave_dicts
+from npa_workflow.cli.progress import live_table, plan_states, print_summary, shown_status, wave_dicts
 from npa_workflow.errors import SpecError
 from npa_workflow.protocol.keys import WaveKey
 
@@ -88,11 +88,12 @@ class LineProgress:
     def update(self, waves: list[WaveAttempt], execution_status: str) -> None:
         for w in waves:
             key = (w.wave_key, w.attempt)
-            if self.seen.get(key) != w.status.value:
-                self.seen[key] = w.status.value
+            status = shown_status(w.status.value, w.job_id)  # WAITING_FOR_GPUS, not LAUNCHING, while held
+            if self.seen.get(key) != status:
+                self.seen[key] = status
                 job = f" job {w.job_id}" if w.job_id else ""
                 _out(f"[{time.monotonic() - self.started_at:6.1f}s] {_label(w)} attempt {w.attempt}: "
-                     f"{w.status.value}{job}")
+                     f"{status}{job}")
 
     def finished(self) -> None:
         pass

@@ -315,12 +315,13 @@ def status_command(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's states (attempts, jobs, durations, status), decisions, watermarks and error; --watch follows it."""
-    from npa_workflow.cli.progress import print_summary
+    from npa_workflow.cli.progress import print_summary, with_gpu_waits
 
     if watch and not as_json:
         report = _watch("status", run, endpoint, stack, bucket, region)
     else:
-        report = _on_stack("status", lambda client: client.report(run), endpoint, stack, bucket, region)
+        report = with_gpu_waits(_on_stack("status", lambda client: client.report(run), endpoint, stack, bucket,
+                                          region))
     if as_json:
         print_json(report)
     else:

@@ -649,3 +649,15 @@ class LocalExecutor:
             gpus=int(record.get("gpus") or 0),
             devices=tuple(record.get("devices") or ()),
         )
+
+
+def waiting_for_gpus(state_dir: Path, job_id: str) -> int:
+    """How many GPUs a job waits for before it starts (0: it does not wait). A plain read of its record and
+    started file, no lock and no write: what status views ask several times a second."""
+    if not LocalExecutor._valid_id(job_id):
+        return 0
+    jobs = Path(state_dir) / "jobs"
+    record = _read_json(jobs / f"{job_id}.json")
+    if not record or record.get("status") != PENDING or not record.get("gpus"):
+        return 0
+    return 0 if (jobs / f"{job_id}.started").exists() else int(record["gpus"])
