@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from npa_workflow.cli.progress import left_running
+
 CLI = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]
 
 
@@ -48,6 +50,14 @@ def test_a_timed_out_job_keeps_running_after_run_and_the_named_command_cancels_i
         job = found[1]
         report = json.loads(next((home / "runs").glob("*/report.json")).read_text())
         assert report["status"] == "FAILED" and job in report["error"]["message"]
+        # The wave's row says its job still runs, and how to stop it (not the ledger's FAILED).
+        [wave] = report["waves"]
+        assert wave["status"] == "FAILED" and wave["left_running"] is True and wave["job_id"] == job
+        [row] = [line for line in result.stdout.splitlines() if job in line and "nap" in line and "│" in line]
+        assert "LEFT_RUNNING" in row and "FAILED" not in row, result.stdout
+        assert f"nap: job(s) still running (--no-cancel-on-timeout): {job}; stop with `npa-workflow jobs cancel " \
+               f"{job}`" in result.stdout
+        assert [w["job_id"] for w in left_running(report, home)] == [job]
 
         pid = int(pid_file.read_text())
         assert alive(pid), "the timed-out job died with `run` although --no-cancel-on-timeout was given"
@@ -58,6 +68,7 @@ def test_a_timed_out_job_keeps_running_after_run_and_the_named_command_cancels_i
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout == f"{job}: CANCELLED (no process of the job is left)\n"
         assert not alive(pid)
+        assert left_running(report, home) == []  # once stopped, the row is the ledger's FAILED again
         again = cli("jobs", "cancel", "local-0000", home=home, cwd=tmp_path)
         assert again.returncode == 1 and "no local job 'local-0000'" in again.stderr
     finally:

@@ -21,8 +21,11 @@ from rich.text import Text
 # A local job held until the GPUs it asks for are free (local.executor): the ledger says LAUNCHING (the report
 # RUNNING) — its job exists but has not started, and would not until another job gives its devices back.
 WAITING_FOR_GPUS = "WAITING_FOR_GPUS"
+# A timed-out wave whose job --no-cancel-on-timeout kept, and which still runs (the ledger says FAILED).
+LEFT_RUNNING = "LEFT_RUNNING"
 STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan", "ABORTED": "yellow",
-         "TIMED_OUT": "red", "PENDING": "dim", "REPLAYED": "green", WAITING_FOR_GPUS: "magenta"}
+         "TIMED_OUT": "red", "PENDING": "dim", "REPLAYED": "green", WAITING_FOR_GPUS: "magenta",
+         LEFT_RUNNING: "yellow"}
 _ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 # The normalized decision → the word a spec's `when`/`until` uses for it.
 SPEC_WORD = {"promote_checkpoint": "promote_checkpoint", "loop_back_to_inner_loop": "loop_back"}
@@ -126,10 +129,30 @@ def _table(title: str, columns: list[str], rows: list[list[Any]], width: int) ->
     return table
 
 
-def summary_rows(report: dict[str, Any]) -> list[list[Any]]:
+def still_running(job_id: str, home: Path | None = None) -> bool:
+    """Whether a job left running (--no-cancel-on-timeout) still runs. A local job's record says, brought up to
+    date with its processes; a SkyPilot job is taken to run (only its API server could say otherwise)."""
+    if not job_id.startswith("local-"):
+        return True
+    from npa_workflow.cli.logs import logs_home
+    from npa_workflow.local.executor import LocalExecutor
+
+    info = LocalExecutor(home or logs_home()).status(job_id)
+    return info is not None and not info.is_terminal
+
+
+def left_running(report: dict[str, Any], home: Path | None = None) -> list[dict[str, Any]]:
+    """The waves whose job --no-cancel-on-timeout left running and which still run."""
+    return [w for w in report.get("waves", []) if w.get("left_running") and w.get("job_id")
+            and still_running(w["job_id"], home)]
+
+
+def summary_rows(report: dict[str, Any], running: Iterable[str] = ()) -> list[list[Any]]:
+    """One row per wave; `running`: job ids left running (--no-cancel-on-timeout) that still run."""
     rows = []
+    kept = set(running)
     for w in report["waves"]:
-        status = "REPLAYED" if w.get("replayed") else w["status"]
+        status = "REPLAYED" if w.get("replayed") else LEFT_RUNNING if w.get("job_id") in kept else w["status"]
         rnd = w.get("iteration")
         rows.append([w["state"], "" if rnd is None else str(rnd), w.get("group") or "", str(w["attempt"]),
                      Text(status, style=STYLE.get(status, "")), w.get("job_id") or "",
@@ -139,8 +162,14 @@ def summary_rows(report: dict[str, Any]) -> list[list[Any]]:
 
 def print_summary(report: dict[str, Any], console: Console) -> None:
     columns = ["state", "iter", "group", "attempt", "status", "job", "duration"]
-    console.print(_table(f"{report['workflow']} — run {report['run_id']}", columns, summary_rows(report),
-                         console.width))
+    kept = left_running(report)
+    console.print(_table(f"{report['workflow']} — run {report['run_id']}", columns,
+                         summary_rows(report, [w["job_id"] for w in kept]), console.width))
+    for w in kept:
+        from npa_workflow.engine.cleanup import left_running_text
+
+        rnd = f" iteration {w['iteration']}" if w.get("iteration") is not None else ""
+        console.print(f"{w['state']}{rnd}: {left_running_text([w['job_id']])}", markup=False, highlight=False)
     for d in report.get("decisions", []):
         console.print(f"decision of {d['state']}: {decision_words(str(d['decision']))} ({d['source']}, {d['uri']})",
                       highlight=False)

@@ -172,7 +172,7 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     left: list[str] = []
     cancelled: list[str] = []
     if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
-        reason = f"state '{owner}' timed out; its job is left running (--no-cancel-on-timeout)"
+        reason = f"state '{owner}' timed out; {errors.JOB_LEFT_RUNNING}"
         left = leave_running(engine, run_id, reason)
     else:
         reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"

@@ -3,7 +3,7 @@ execution's history.
 
     {"run_id", "workflow", "status": SUCCEEDED|FAILED|ABORTED|TIMED_OUT,
      "error": {"state", "message"} | null,
-     "waves": [{"state", "group", "iteration", "attempt", "job_id", "status", "replayed",
+     "waves": [{"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running",
                 "submitted_at", "started_at", "ended_at"}],
      "decisions": [{"state", "uri", "decision", "source"}],
      "watermarks": [{"state", "uri", "objects"}],
@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from npa_workflow.ledger import DecisionRecord, RunRecord, Watermark, WaveAttempt, WaveStatus
+from npa_workflow.protocol.errors import JOB_LEFT_RUNNING
 from npa_workflow.protocol.keys import WaveKey
 from npa_workflow.spec.validate import LoadedSpec
 
@@ -179,6 +180,8 @@ def build_report(
                 "job_id": w.job_id,
                 "status": _REPORTED_STATUS.get(w.status, "RUNNING"),
                 "replayed": bool(w.replayed or (w.wave_key, w.attempt) in succeeded_before),
+                # FAILED (timed out) in the ledger, its job kept running on purpose (--no-cancel-on-timeout).
+                "left_running": w.status == WaveStatus.FAILED and (w.error or "").endswith(JOB_LEFT_RUNNING),
                 "submitted_at": w.submitted_at,
                 "started_at": w.started_at,
                 "ended_at": w.ended_at,

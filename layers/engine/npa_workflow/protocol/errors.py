@@ -27,6 +27,9 @@ WAVE_ERRORS = (WAVE_FAILED, WAVE_INFRASTRUCTURE_FAILED, WAVE_CONFIGURATION_FAILE
 # cleanup turns Step Functions' own names into these.
 WAVE_TIMED_OUT = "Wave.TimedOut"  # a Task ran past its TimeoutSeconds / HeartbeatSeconds
 RUN_FAILED = "Run.Failed"  # any other Step Functions error with no root cause in the ledger
+# How a timed-out wave's attempt ends in the ledger when --no-cancel-on-timeout keeps its job: the error
+# `state 'x' timed out; <this>` (engine/cleanup.py writes it; the run report marks that wave `left_running`).
+JOB_LEFT_RUNNING = "its job is left running (--no-cancel-on-timeout)"
 
 # -- StopExecution / a local interrupt: why a run was stopped from outside
 RUN_CANCELLED = "Run.Cancelled"  # npa-workflow cancel
