@@ -11,8 +11,10 @@ that caller's synthesized role allows it.
 - Evaluation: moto's IAM policy evaluator (`moto.iam.access_control.IAMPolicy`) on the role's policies from the
   synthesized template, with every CloudFormation reference resolved to the names this test's moto account uses.
   The request context a condition reads is given where AWS gives it (`CONTEXT`: PassRole's `iam:PassedToService`).
-  (A statement whose Condition does not hold is DENIED by moto where IAM would ignore it; the template's other
-  conditions are on calls the functions never make themselves: KMS, through S3 and Secrets Manager.)
+  moto's evaluator answers DENIED for an Allow statement whose Condition does not hold, where IAM just does not
+  apply it: `allowed` evaluates statement by statement and reads that answer as "not applicable". KMS is never
+  called by the functions themselves: S3 and Secrets Manager decrypt on their behalf, so a test gives the
+  `kms:Decrypt` check with the `kms:ViaService` AWS sends.
 """
 
 from __future__ import annotations
@@ -241,13 +243,35 @@ class Resolver:
 CONTEXT = {"iam:PassRole": {"iam:PassedToService": "states.amazonaws.com"}}
 
 
-def allowed(policies: list[dict[str, Any]], action: str, resource: str) -> bool:
-    """moto's IAM evaluator over the role's identity policies: some statement allows, none denies."""
+def _one_character_wildcards(statement: dict[str, Any]) -> dict[str, Any]:
+    """IAM's `?` matches one character (CDK grants a partial secret ARN as `<arn>-??????`); moto turns a pattern into
+    a regular expression with only `*` translated, where `?` is a quantifier: give it `.`, one character."""
+    resources = statement.get("Resource")
+    if resources is None:
+        return statement
+    listed = resources if isinstance(resources, list) else [resources]
+    return {**statement, "Resource": [r.replace("?", ".") if isinstance(r, str) else r for r in listed]}
+
+
+def allowed(policies: list[dict[str, Any]], action: str, resource: str,
+            context: dict[str, str] | None = None) -> bool:
+    """moto's IAM evaluator over the role's identity policies: some statement allows, none denies. `context`: the
+    request's condition keys where the call gives them (else `CONTEXT`'s for the action)."""
     from moto.iam.access_control import IAMPolicy, PermissionResult
 
-    context = CONTEXT.get(action)
-    results = [IAMPolicy(json.dumps(doc)).is_action_permitted(action, resource, incoming_condition_values=context)
-               for doc in policies]
+    context = context or CONTEXT.get(action)
+    results = []
+    for doc in policies:
+        statements = doc["Statement"] if isinstance(doc["Statement"], list) else [doc["Statement"]]
+        for statement in statements:
+            one = {"Version": doc.get("Version", "2012-10-17"), "Statement": [_one_character_wildcards(statement)]}
+            result = IAMPolicy(json.dumps(one)).is_action_permitted(action, resource,
+                                                                    incoming_condition_values=context)
+            if result == PermissionResult.DENIED and statement.get("Effect") == "Allow":
+                # moto answers DENIED for an Allow whose Condition does not hold; IAM simply does not apply it
+                # (e.g. the watch's kms:Decrypt via S3 statement, asked about a decrypt via Secrets Manager).
+                result = PermissionResult.NEUTRAL
+            results.append(result)
     return PermissionResult.DENIED not in results and PermissionResult.PERMITTED in results
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from iam_conformance import ACCOUNT, MACHINE, RECORDER, REGION, Resolver, allowed, authorizations
-from infra_support import REPO_ROOT, Synth
+from infra_support import REPO_ROOT, SECRET_ARN, STEP_SECRETS_ARN, STEP_SECRETS_KEY_ARN, TOKEN_KEY_ARN, Synth
 
 from npa_workflow.engine import wiring
 from npa_workflow.local.moto_lambda import LambdaContext
@@ -271,3 +271,169 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
     assert not allowed(policies, "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin")
     assert not allowed(policies, "states:CreateStateMachine",
                        f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:Other.adhoc.0123456789abcdef")
+
+
+SLOW_SPEC = """
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {name: slow}
+states:
+  work: {run: {argv: ["%s", "-c", "import time; time.sleep(30)"]}, terminal: true}
+"""
+
+
+def _aws_env(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION, wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
+                       "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_TRACE_DISABLED": "true", **extra}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+
+
+@pytest.mark.timeout(60)
+def test_the_watch_may_describe_an_ended_execution_and_reap_its_jobs(
+    default_synth: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11 item 13, the reap that reap missed: a heartbeat answered gone (moto's interpreter says InvalidToken,
+    as AWS does for an ended execution) → DescribeExecution of the run's execution → it ended → cancel the run's job
+    by exact id and record why. Every call of the real watch handler on that path is allowed by the watch role."""
+    import sys
+
+    import boto3
+    from moto import mock_aws
+    from moto.core.config import default_user_config
+
+    from functions.watch.handler import handler as watch_handler
+    from npa_workflow.engine.launch import launch
+    from npa_workflow.engine.runs import RunOptions
+    from npa_workflow.ledger import RunRecord, WaveStatus
+
+    synth = default_synth
+    stack = synth.stack
+    monkeypatch.setitem(default_user_config, "stepfunctions", {"execute_state_machine": True})
+    _aws_env(monkeypatch, **{wiring.EXECUTOR_ENV: "local", wiring.LOCAL_STATE_DIR_ENV: str(tmp_path / "jobs")})
+    wiring.clear_cache()
+    run_id, job = "lost-reap", ""
+    try:
+        with mock_aws(), RECORDER.active():
+            with RECORDER.acting_as("test"):
+                boto3.client("s3").create_bucket(Bucket=BUCKET)
+                engine = wiring.engine_from_environment()
+                engine.ledger.create_table()
+                sfn = boto3.client("stepfunctions")
+                wait = {"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}
+                machine_arn = sfn.create_state_machine(  # under the name the stack gives the deployed spec
+                    name=stack.workflows.names[SPEC], roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
+                    definition=json.dumps(wait))["stateMachineArn"]
+                execution = sfn.start_execution(stateMachineArn=machine_arn, name=run_id)["executionArn"]
+                sfn.stop_execution(executionArn=execution)  # ... and its reap event never arrived
+                engine.runs.freeze(run_id, SLOW_SPEC % sys.executable, "", {}, RunOptions())
+                engine.ledger.put_run(RunRecord(run_id=run_id, workflow="slow", execution_arn=execution))
+                job = launch(engine, {"run_id": run_id, "state": "work", "loops": {}, "token": "gone-token"})["job_id"]
+            with RECORDER.acting_as("watch"):
+                report = watch_handler({"id": "tick", "source": "aws.events"}, _context("watch"))
+            calls = list(RECORDER.calls)
+            attempt = engine.ledger.latest_attempt(run_id, "work")
+    finally:
+        if job:
+            engine.executor.cancel([job])
+        wiring.clear_cache()
+    assert report["reaped"] == [run_id], report
+    assert attempt.status == WaveStatus.CANCELLED and "reap event was missed" in attempt.error
+    resolver = Resolver(synth.template, {synth.logical_id(stack.storage.bucket): BUCKET,
+                                         synth.logical_id(stack.storage.table): TABLE})
+    policies = resolver.role_policies(synth.logical_id(stack.engine.roles["watch"]))
+    checked = set()
+    for call in calls:
+        assert call.caller == "watch", str(call)
+        for action, resource in authorizations(call, lambda _token: machine_arn, lambda secret: secret):
+            assert allowed(policies, action, resource), (action, resource)
+            checked.add((action, resource))
+    assert ("states:SendTaskHeartbeat", machine_arn) in checked
+    assert ("states:DescribeExecution", execution) in checked
+    assert {a for a, _ in checked} >= {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"}
+    # Not a rubber stamp: another stack's executions stay out of reach.
+    assert not allowed(policies, "states:DescribeExecution", execution.replace(":NpaWorkflow.", ":Other."))
+
+
+@pytest.mark.timeout(60)
+def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_readers(
+    ad_hoc_synth: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11 items 15 and 16 through the real code: the SkyPilot token read (`SkyPilotApi.from_environment`, in
+    every function the stack gives the token's ARN) and the step secrets read (`secretEnv`: the launch handler's
+    SkyPilot submit, against the protocol double of a SkyPilot server), each a GetSecretValue of a secret encrypted
+    with a customer-managed key, so AWS also checks kms:Decrypt on that key with kms:ViaService = Secrets
+    Manager. Each reader's synthesized role allows both; no other function's role allows either."""
+    import sys
+
+    import boto3
+    from moto import mock_aws
+
+    from functions.launch.handler import handler as launch_handler
+    from npa_workflow.adapters.skypilot_api import ENV_TOKEN_SECRET_ARN, SkyPilotApi
+    from npa_workflow.engine.runs import RunOptions
+    from npa_workflow.ledger import RunRecord
+
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "integration" / "skypilot"))
+    from double import SkyPilotDouble
+
+    synth = ad_hoc_synth
+    stack = synth.stack
+    resolver = Resolver(synth.template, {synth.logical_id(stack.storage.bucket): BUCKET,
+                                         synth.logical_id(stack.storage.table): TABLE})
+    env_of = {name: {k: str(resolver.value(v)) for k, v in synth.template["Resources"][synth.logical_id(fn)][
+        "Properties"]["Environment"]["Variables"].items()} for name, fn in stack.engine.functions.items()}
+    steps_env = wiring.STEP_SECRETS_ARN_ENV
+    assert [n for n, e in env_of.items() if steps_env in e] == ["launch"]
+    assert (env_of["launch"][steps_env], env_of["launch"][ENV_TOKEN_SECRET_ARN]) == (STEP_SECRETS_ARN, SECRET_ARN)
+    _aws_env(monkeypatch)
+    wiring.clear_cache()
+    try:
+        with mock_aws(), RECORDER.active(), SkyPilotDouble() as double:
+            with RECORDER.acting_as("test"):
+                sm = boto3.client("secretsmanager")
+                token_arn = sm.create_secret(Name="npa/skypilot-token",
+                                             SecretString=json.dumps({"token": "sky-abc"}))["ARN"]
+                steps_arn = sm.create_secret(Name="npa/step-secrets", SecretString=json.dumps({"API_KEY": "k-123"}))[
+                    "ARN"]
+                # moto's ARN → (the ARN AWS authorizes: the secret's full ARN, so the partial one the stack was
+                # given gets its 6-character suffix; the CMK named for it in context).
+                configured = {token_arn: (SECRET_ARN, TOKEN_KEY_ARN),
+                              steps_arn: (STEP_SECRETS_ARN + "-AbCdEf", STEP_SECRETS_KEY_ARN)}
+                boto3.client("s3").create_bucket(Bucket=BUCKET)
+                env = {**env_of["launch"], wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
+                       "SKYPILOT_API_SERVER_ENDPOINT": double.endpoint, ENV_TOKEN_SECRET_ARN: token_arn,
+                       steps_env: steps_arn}
+                for key, value in env.items():
+                    monkeypatch.setenv(key, value)
+                engine = wiring.engine_from_environment()
+                engine.ledger.create_table()
+                engine.runs.freeze("r1", SLOW_SPEC % sys.executable, "", {}, RunOptions(secret_names=("API_KEY",)))
+                engine.ledger.put_run(RunRecord(run_id="r1", workflow="slow"))
+            with RECORDER.acting_as("launch"):
+                launched = launch_handler({"run_id": "r1", "state": "work", "loops": {}, "token": "t"},
+                                          _context("launch"))
+            for name in ("watch", "cleanup", "reap"):
+                with RECORDER.acting_as(name):
+                    SkyPilotApi.from_environment({**env_of[name], ENV_TOKEN_SECRET_ARN: token_arn})
+            calls = [c for c in RECORDER.calls if c.service == "secretsmanager"]
+    finally:
+        wiring.clear_cache()
+    assert launched["wave_key"] == "work", launched
+    submitted = [c for c in double.calls if c["path"].endswith("/jobs/launch")]
+    assert submitted and "k-123" in json.dumps(submitted[0]["body"])  # the value reached the job, not the ledger
+    read = sorted((c.caller, "token" if c.params["SecretId"] == token_arn else "steps") for c in calls)
+    assert read == [("cleanup", "token"), ("launch", "steps"), ("launch", "token"), ("reap", "token"),
+                    ("watch", "token")], read
+    via = {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"}
+    role_of = {name: resolver.role_policies(synth.logical_id(role)) for name, role in stack.engine.roles.items()}
+    for call in calls:
+        key = configured[call.params["SecretId"]][1]
+        [(action, resource)] = authorizations(call, lambda _t: "", lambda sid: configured[sid][0])
+        for who, policies in role_of.items():
+            readers = {c.caller for c in calls if c.params["SecretId"] == call.params["SecretId"]}
+            assert allowed(policies, action, resource) == (who in readers), (who, action, resource)
+            assert allowed(policies, "kms:Decrypt", key, via) == (who in readers), (who, "kms:Decrypt", key)
+        # Only through Secrets Manager: the key itself is no reader's to use directly.
+        assert not allowed(role_of[call.caller], "kms:Decrypt", key, {"kms:ViaService": f"s3.{REGION}.amazonaws.com"})
