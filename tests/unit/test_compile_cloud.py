@@ -130,9 +130,9 @@ states:
     ]
 
 
-def chain(n: int) -> str:
-    body = "".join(f"  s{i}: {{run: {{shell: x}}, next: s{i + 1}}}\n" for i in range(n - 1))
-    return "states:\n" + body + f"  s{n - 1}: {{run: {{shell: x}}, terminal: true}}\n"
+def chain(n: int, name: str = "s{}") -> str:
+    body = "".join(f"  {name.format(i)}: {{run: {{shell: x}}, next: {name.format(i + 1)}}}\n" for i in range(n - 1))
+    return "states:\n" + body + f"  {name.format(n - 1)}: {{run: {{shell: x}}, terminal: true}}\n"
 
 
 def test_a_definition_over_one_mib_is_refused_at_compile_time_with_the_fix():
@@ -149,6 +149,23 @@ def test_a_definition_over_one_mib_is_refused_at_compile_time_with_the_fix():
     [problem] = info.value.problems
     assert "state machine definition" in problem.message and "1,048,576" in problem.message
     assert "1,000 spec states" in problem.message and "split the spec" in problem.hint
+
+
+def test_the_documented_states_per_spec_are_what_fits_in_one_mib():
+    """README / docs/deploy.md: about 550 plain states per spec (552 with 15-character state names; 576 with names
+    of 2-4 characters). Measured with the stack's compile options and every function ARN at its longest."""
+    from npa_workflow.compile.size import MAX_DEFINITION_BYTES, deployed_definition_bytes, serialize_definition
+    from npa_workflow.errors import SpecError
+
+    options = CompileOptions(heartbeat_seconds=300, max_wait_seconds=7 * 86400, watch_interval_seconds=60)
+
+    named = "step-{:04d}-train"
+    fits = compile_spec(load_spec_text(HEAD + chain(550, named)), options)
+    assert deployed_definition_bytes(serialize_definition(fits.definition)) <= MAX_DEFINITION_BYTES
+    with pytest.raises(SpecError, match="1,048,576"):
+        compile_spec(load_spec_text(HEAD + chain(580, named)), options)
+    short = compile_spec(load_spec_text(HEAD + chain(570)), options)
+    assert deployed_definition_bytes(serialize_definition(short.definition)) <= MAX_DEFINITION_BYTES
 
 
 def test_large_groups_keep_their_members_results_out_of_the_state_and_have_a_legal_label():
