@@ -134,6 +134,35 @@ def test_running_waves_cost_no_ledger_write_and_heartbeat_only_when_due(engine, 
         engine.executor.cancel([a.job_id for a in engine.ledger.active_waves() if a.job_id])
 
 
+def test_the_steady_tick_reads_the_active_index_without_timelines_and_tends_no_quiet_wave(engine, monkeypatch):
+    """Scale (docs/cloud.md): the pass's Query projects only WATCH_FIELDS, and a wave needing no call never reaches
+    the thread pool (its hand-over cost more per wave than the rest of the steady tick)."""
+    from npa_workflow.engine import watch
+
+    running_waves(engine, 2)
+    try:
+        wait_running(engine, 2)
+        queries: list[dict] = []
+        engine.ledger.client.meta.events.register(
+            "provide-client-params.dynamodb.Query", lambda params, **_: queries.append(dict(params)))
+        tended: list[str] = []
+        real_tend = watch._Pass.tend
+        monkeypatch.setattr(watch._Pass, "tend", lambda self, wave, obs: (tended.append(wave.run_id),
+                                                                         real_tend(self, wave, obs)))
+        clock = HeartbeatClock()
+        assert watch_pass(engine, heartbeat_every_seconds=120, clock=clock).heartbeats == 2  # cold: both beaten
+        tended.clear()
+        queries.clear()
+        report = watch_pass(engine, heartbeat_every_seconds=120, clock=clock)
+        assert report.running == 2 and report.heartbeats == 0 and tended == []
+        [active] = [q for q in queries if q.get("IndexName") == "active" and
+                    q["ExpressionAttributeValues"][":p"]["S"] == "ACTIVE"]
+        read = set(active["ExpressionAttributeNames"].values())
+        assert read == set(watch.WATCH_FIELDS) and "timeline" not in read
+    finally:
+        engine.executor.cancel([a.job_id for a in engine.ledger.active_waves() if a.job_id])
+
+
 def test_the_pass_stops_at_its_budget_and_defers_the_rest(engine):
     running_waves(engine, 2)
     try:
