@@ -20,7 +20,15 @@ from typing import Any
 
 import pytest
 from iam_conformance import ACCOUNT, MACHINE, RECORDER, REGION, Resolver, allowed, authorizations
-from infra_support import REPO_ROOT, SECRET_ARN, STEP_SECRETS_ARN, STEP_SECRETS_KEY_ARN, TOKEN_KEY_ARN, Synth
+from infra_support import (
+    DATA_KEY_ARN,
+    REPO_ROOT,
+    SECRET_ARN,
+    STEP_SECRETS_ARN,
+    STEP_SECRETS_KEY_ARN,
+    TOKEN_KEY_ARN,
+    Synth,
+)
 
 from npa_workflow.engine import wiring
 from npa_workflow.local.moto_lambda import LambdaContext
@@ -437,3 +445,44 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
             assert allowed(policies, "kms:Decrypt", key, via) == (who in readers), (who, "kms:Decrypt", key)
         # Only through Secrets Manager: the key itself is no reader's to use directly.
         assert not allowed(role_of[call.caller], "kms:Decrypt", key, {"kms:ViaService": f"s3.{REGION}.amazonaws.com"})
+
+
+def test_an_sse_kms_data_object_is_readable_by_exactly_the_functions_that_read_data(
+    ad_hoc_synth: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11 item 16, data buckets: a GetObject of an SSE-KMS object makes S3 decrypt with the object's key on
+    the caller's behalf (kms:Decrypt, kms:ViaService = S3). decide reads a decision artifact and watch checks an
+    output through the real store adapter; both calls and the decrypt are allowed to exactly the object readers."""
+    import boto3
+    from moto import mock_aws
+
+    from npa_workflow.adapters.s3_store import S3Store
+
+    synth = ad_hoc_synth
+    stack = synth.stack
+    _aws_env(monkeypatch)
+    with mock_aws(), RECORDER.active():
+        with RECORDER.acting_as("test"):
+            s3 = boto3.client("s3")
+            s3.create_bucket(Bucket="team-data")
+            s3.put_object(Bucket="team-data", Key="gate/decision.json", Body=b'{"decision": "promote"}',
+                          ServerSideEncryption="aws:kms", SSEKMSKeyId=DATA_KEY_ARN)
+            key = s3.head_object(Bucket="team-data", Key="gate/decision.json")["SSEKMSKeyId"]
+        store = S3Store(boto3.client("s3"))
+        with RECORDER.acting_as("decide"):
+            assert store.get("s3://team-data/gate/decision.json") == b'{"decision": "promote"}'
+        with RECORDER.acting_as("watch"):
+            assert store.non_empty("s3://team-data/gate/decision.json")
+        calls = list(RECORDER.calls)
+    assert key == DATA_KEY_ARN
+    resolver = Resolver(synth.template, {})
+    role_of = {name: resolver.role_policies(synth.logical_id(role)) for name, role in stack.engine.roles.items()}
+    via_s3 = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}
+    assert sorted((c.caller, c.operation) for c in calls) == [("decide", "GetObject"), ("watch", "HeadObject")]
+    for call in calls:
+        [(action, resource)] = authorizations(call, lambda _t: "", lambda s: s)
+        assert allowed(role_of[call.caller], action, resource), (call.caller, action, resource)
+    readers = {"decide", "watch"}  # the functions that read data objects (trigger only lists)
+    for who, policies in role_of.items():
+        assert allowed(policies, "kms:Decrypt", key, via_s3) == (who in readers), who
+        assert not allowed(policies, "kms:Decrypt", key, {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"})
