@@ -125,3 +125,32 @@ def test_cleanup_names_the_command_for_each_kind_of_job() -> None:
     assert "still running (--no-cancel-on-timeout): local-ab12, 42" in text
     assert "`npa-workflow jobs cancel local-ab12`" in text
     assert "`npa-workflow jobs cancel 42 --skypilot-endpoint URL`" in text
+
+
+def test_logs_follow_of_a_skypilot_job_streams_it_until_the_server_ends_the_stream(double, monkeypatch) -> None:
+    # The real server keeps a follow stream open until the job ends (tests/integration/skypilot, the cancel
+    # test); the double ends it after the scripted log, as the server does for an ended job.
+    _stack(monkeypatch, "7")
+    result = CliRunner().invoke(app, ["logs", "r1", "train", "--stack", "S", "--follow", "--bytes", "320",
+                                      "--skypilot-endpoint", double.endpoint], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (call,) = double.calls_to("/jobs/logs")
+    assert call["body"]["job_id"] == 7 and call["body"]["follow"] is True and call["body"]["tail"] == 320 // 16
+    assert result.stdout == "".join(LOG.splitlines(keepends=True)[-20:])  # its last lines, then the end
+    assert "<sky-payload" not in result.stdout
+
+
+def test_a_followed_stream_is_handed_on_line_by_line_as_it_arrives() -> None:
+    from npa_workflow.adapters.skypilot_api import _LogLines
+
+    got: list[str] = []
+    lines = _LogLines(got.append)
+    lines.add(b"<sky-payload>{\"rich\": 1}</sky-payload>\nstep 1\nste")
+    assert got == ["step 1\n"]  # a whole line at once; the rest waits for its end
+    lines.add(b"p 2 \x1b[1mbold\x1b[0m\n")
+    assert got == ["step 1\n", "step 2 bold\n"]
+    lines.add(b"x" * (_LogLines.PIECE + 1))  # one endless line is not held back forever
+    assert got[-1] == "x" * (_LogLines.PIECE + 1)
+    lines.add(b"no newline at the end")
+    lines.end()
+    assert got[-1] == "no newline at the end"

@@ -2,12 +2,14 @@
 
 What a server without a cloud can show: launch → request id → job id; the queue by exact ids;
 a job ending FAILED_PRECHECKS (classified configuration_failed); a cancel by id ending
-CANCELLED; a launch request that FAILS with the server's error type and message; unknown ids.
+CANCELLED (a log followed meanwhile streams until then); a launch request that FAILS with the server's
+error type and message; unknown ids.
 The SUCCEEDED path needs a cloud and is covered by the protocol double (unit tests).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -146,6 +148,14 @@ def test_job_without_cloud_fails_prechecks_and_is_a_configuration_failure(
 def test_cancel_by_id_ends_cancelled(sky_api: SkyPilotApi, launched: Launched) -> None:
     before = sky_api.queue([launched.held_job_id])
     assert [r.status for r in before] != [] and not before[0].terminal, before
+    # `logs --follow` of a job that has not ended: the stream stays open (only control lines while the job
+    # waits) and the server ends it when the job ends, here by the cancel.
+    followed: list[str] = []
+    follower = threading.Thread(target=sky_api.follow_job_logs, args=(launched.held_job_id, followed.append),
+                                daemon=True)
+    follower.start()
+    time.sleep(3.0)
+    assert follower.is_alive(), f"the follow stream of a STARTING job ended by itself: {followed!r}"
     sky_api.cancel([launched.held_job_id])
 
     def terminal_rows() -> list[JobRow] | None:
@@ -157,6 +167,9 @@ def test_cancel_by_id_ends_cancelled(sky_api: SkyPilotApi, launched: Launched) -
     assert [r.status for r in rows] == ["CANCELLED"]
     assert "Cancellation requested by user" in (rows[0].details or ""), rows[0].details
     assert classify_job(rows) == "cancelled"
+    follower.join(JOB_TIMEOUT)
+    assert not follower.is_alive(), "the follow stream did not end with the job"
+    assert all("<sky-payload" not in text and "\x1b" not in text for text in followed), followed
     # A second cancel of a terminal job is accepted and changes nothing.
     sky_api.cancel([launched.held_job_id])
 
@@ -219,6 +232,11 @@ def test_job_logs_by_exact_id_are_a_bounded_stream_without_control_lines(
     assert logs.text.endswith(small.text), (small.text, logs.text)  # the tail, not the head
 
     assert "Job 987654 not found." in sky_api.job_logs(987654, max_bytes=4096).text
+
+    # Following a job that has ended ends at once, with what the plain read gave.
+    followed: list[str] = []
+    assert sky_api.follow_job_logs(launched.job_id, followed.append)
+    assert f"Job {launched.job_id} is already in terminal state FAILED_PRECHECKS" in "".join(followed)
 
     # `npa-workflow logs --stack … --skypilot-endpoint …` prints it through the same call.
     source = LogSource("work", None, 1, "FAILED", str(launched.job_id), None, "SkyPilot managed job")

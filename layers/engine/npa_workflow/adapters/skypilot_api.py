@@ -28,6 +28,7 @@ import logging
 import os
 import random
 import re
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -445,6 +446,38 @@ class JobLogs:
 _PAYLOAD_LINE = re.compile(r"<sky-payload[^>]*>.*?</sky-payload>\r?\n?")
 
 
+def _log_text(data: bytes) -> str:
+    """Whole lines of a streamed log as text, without SkyPilot's control lines (`<sky-payload…>`) and colours."""
+    return _plain(_PAYLOAD_LINE.sub("", data.decode("utf-8", "replace"))) or ""
+
+
+class _LogLines:
+    """A streamed log handed on as it arrives, whole lines at a time (one endless line in 64 KiB pieces)."""
+
+    PIECE = 64 * 1024
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        self._partial = b""
+
+    def add(self, chunk: bytes) -> None:
+        data = self._partial + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) > self.PIECE:
+            cut = len(data)
+        self._partial = data[cut:]
+        self._emit(data[:cut])
+
+    def end(self) -> None:
+        self._emit(self._partial)
+        self._partial = b""
+
+    def _emit(self, data: bytes) -> None:
+        text = _log_text(data) if data else ""
+        if text:
+            self.sink(text)
+
+
 class _LogTail:
     """The last ``keep`` bytes of a streamed log, line by line, without SkyPilot's control lines and colours."""
 
@@ -470,8 +503,7 @@ class _LogTail:
     def _keep(self, data: bytes) -> None:
         if not data:
             return
-        text = _PAYLOAD_LINE.sub("", data.decode("utf-8", "replace"))
-        self._kept += (_plain(text) or "").encode()
+        self._kept += _log_text(data).encode()
         if len(self._kept) > self.keep:
             self.skipped += len(self._kept) - self.keep
             del self._kept[: len(self._kept) - self.keep]
@@ -855,6 +887,27 @@ class SkyPilotApi:
         return JobLogs(job_id=job_id, text=tail.text(), skipped_bytes=tail.skipped, complete=complete,
                        request_id=request_id)
 
+    def follow_job_logs(self, job_id: int, sink: Callable[[str], None], *, tail_lines: int = 1000) -> str | None:
+        """Managed job ``job_id``'s log as the job writes it (exact id), handed to ``sink`` a line or more at a
+        time, until the server ends the stream: the job ended, or was cancelled. Returns the request id.
+
+        ``POST /jobs/logs`` with ``follow: true``: the server first sends the last ``tail_lines`` lines, then
+        what the job adds; while the job waits for resources it sends only control lines (dropped here, with
+        the colours). A silent job is not an error: between chunks the read blocks, without a deadline (Ctrl-C
+        stops following). A request the server failed raises :class:`SkyPilotRequestFailed` once it ended.
+        """
+        if isinstance(job_id, bool) or not isinstance(job_id, int):
+            raise TypeError(f"a job id is an integer, got {job_id!r}")
+        body = {"job_id": job_id, "follow": True, "controller": False, "refresh": False, "tail": max(1, tail_lines)}
+        lines = _LogLines(sink)
+        request_id, complete = self._stream("/jobs/logs", body, lines.add, None, None)
+        lines.end()
+        if complete and request_id:
+            with_result = self._status_payloads([request_id]).get(request_id)
+            if with_result is not None and with_result.get("status") == "FAILED":
+                raise self._get_result_error(request_id)
+        return request_id
+
     # -- request plumbing ---------------------------------------------------------------------
 
     def _queue(self, filters: dict[str, Any]) -> list[JobRow]:
@@ -958,13 +1011,17 @@ class SkyPilotApi:
             return e
         return SkyPilotError(f"SkyPilot request {request_id} reported FAILED but returned a result")
 
-    def _stream(self, path: str, body: dict[str, Any], sink: Callable[[bytes], None], wire_budget: int,
-                timeout: float) -> tuple[str | None, bool]:
+    def _stream(self, path: str, body: dict[str, Any], sink: Callable[[bytes], None], wire_budget: int | None,
+                timeout: float | None) -> tuple[str | None, bool]:
         """POST a request whose answer is a streamed body, handing each chunk to ``sink``: (request id,
-        whether the server ended the stream before ``wire_budget`` bytes or the deadline).
+        whether the server ended the stream before ``wire_budget`` bytes or the deadline). Both None: follow
+        the stream until the server ends it, each read blocking (a socket timeout would leave the response
+        unreadable, so there is none).
 
         One attempt, no retry: a log read is cheap to ask again, and the caller says what failed.
         """
+        following = wire_budget is None
+        wire_budget = sys.maxsize if wire_budget is None else wire_budget
         payload = dict(body)
         payload["env_vars"] = {"SKYPILOT_USER_ID": self.user_id, "SKYPILOT_USER": self.user_name}
         payload["using_remote_api_server"] = True
@@ -972,12 +1029,13 @@ class SkyPilotApi:
         headers = self._headers(True)
         headers["Accept"] = "*/*"
         conn = self._connection()
-        deadline = time.monotonic() + timeout
+        deadline = float("inf") if timeout is None else time.monotonic() + timeout
         try:
             try:
                 conn.connect()
-                if conn.sock is not None:
-                    conn.sock.settimeout(min(self.read_timeout, timeout))
+                sock = conn.sock  # kept: getresponse() may hand the socket over to the response
+                if sock is not None:
+                    sock.settimeout(self.read_timeout if timeout is None else min(self.read_timeout, timeout))
                 conn.request("POST", self._base_path + path, body=data, headers=headers)
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
@@ -989,6 +1047,8 @@ class SkyPilotApi:
                 raise kind(f"POST {path}: HTTP {resp.status} from {self.endpoint}: "
                            f"{self._describe(_json_or_none(raw), raw)}", status_code=resp.status)
             request_id = resp.getheader(REQUEST_ID_HEADER)
+            if following and sock is not None:
+                sock.settimeout(None)  # the answer has begun: from here a silent job only means waiting
             received = 0
             while received < wire_budget and time.monotonic() < deadline:
                 try:

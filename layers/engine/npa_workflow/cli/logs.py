@@ -8,7 +8,8 @@ Every wave attempt in the ledger names its job; a local job's combined stdout an
 - a `serve` stack (`--endpoint`): its ledger table, the logs under the same home;
 - a deployed stack (`--stack`): its ledger table; a step is a SkyPilot managed job, whose log the
   SkyPilot API server keeps: read by exact job id through its REST API (`POST /jobs/logs`, bounded by
-  `--bytes`) when `--skypilot-endpoint` / `$SKYPILOT_API_SERVER_ENDPOINT` names the server (token:
+  `--bytes`; `--follow`: streamed until the job ends) when `--skypilot-endpoint` /
+  `$SKYPILOT_API_SERVER_ENDPOINT` names the server (token:
   `$SKYPILOT_SERVICE_ACCOUNT_TOKEN` or `$SKYPILOT_TOKEN_SECRET_ARN`, as `run --executor skypilot`);
   otherwise the command says which job and how to read it. The handlers' own logs stay in CloudWatch.
 
@@ -214,6 +215,18 @@ def show_skypilot(source: LogSource, budget: int, sky: Any) -> None:
     _write(got.text.encode())
 
 
+def follow_skypilot(source: LogSource, budget: int, sky: Any) -> None:
+    """Print a SkyPilot managed job's log as it grows, from its last lines (about `--bytes`), until the job
+    ends: the API server ends the stream then (`SkyPilotApi.follow_job_logs`, by exact job id)."""
+    from npa_workflow.adapters.skypilot_api import SkyPilotError
+
+    try:
+        sky.follow_job_logs(int(source.job_id or ""), lambda text: _write(text.encode()),
+                            tail_lines=max(1, budget // 16))
+    except (SkyPilotError, ValueError) as exc:
+        _err(f"npa-workflow logs: {source.label}: cannot follow SkyPilot job {source.job_id}'s log: {exc}")
+
+
 def show(source: LogSource, budget: int, header: bool, sky: Any = None) -> int:
     """Print the tail of one log; returns the offset it ended at (for --follow). ``sky``: a SkyPilot API
     client, for the waves whose job is a SkyPilot managed job."""
@@ -309,10 +322,13 @@ def logs_command(
         raise typer.Exit(2)
     sky = skypilot_client(skypilot_endpoint) if (endpoint or stack) and skypilot_endpoint else None
     for source in chosen:
+        if follow_ and source.path is None and sky is not None and (source.job_id or "").isdigit():
+            try:
+                follow_skypilot(source, budget, sky)
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
+            continue
         offset = show(source, budget, header=len(chosen) > 1, sky=sky)
-        if follow_ and source.path is None:
-            _err("npa-workflow logs: --follow follows local logs; a SkyPilot job's log is read once (run again "
-                 "for more)")
         if follow_ and source.path is not None:
 
             def refresh(target: LogSource = source) -> LogSource | None:
