@@ -226,6 +226,23 @@ def test_the_watch_reaps_a_run_whose_reap_event_was_lost(engine, monkeypatch):
     assert engine.ledger.get_run("lost").status == "ABORTED"
 
 
+def test_a_lost_reap_of_many_waves_describes_and_reaps_the_run_once(engine, monkeypatch):
+    """A 10,000-member group whose reap was lost answers every heartbeat "gone": the pass describes the run's
+    execution once and reaps the run once (all its jobs, by id); its other waves cost no further call."""
+    arn, first = orphan_setup(engine, monkeypatch, "lost", stop=True)
+    second = launch(engine, {"run_id": "lost", "state": "work", "loops": {"l1": 2}, "token": "gone-token-2"})["job_id"]
+    described: list[str] = []
+    real = engine.executions.describe
+    monkeypatch.setattr(engine.executions, "describe", lambda execution_arn: (described.append(execution_arn),
+                                                                             real(execution_arn))[1])
+    report = watch_pass(engine, clock=HeartbeatClock(), workers=1)
+    assert report.reaped == ["lost"] and described == [arn]
+    assert report.heartbeats == 1  # the second wave's token went with its run: not beaten
+    for job in (first, second):
+        assert engine.executor.local.statuses([job])[job].status == "CANCELLED"
+    assert {a.status for a in engine.ledger.attempts("lost")} == {WaveStatus.CANCELLED}
+
+
 def test_a_gone_token_of_a_live_execution_is_left_to_its_catch(engine, monkeypatch):
     arn, job = orphan_setup(engine, monkeypatch, "live", stop=False)
     try:

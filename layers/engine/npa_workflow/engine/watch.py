@@ -100,6 +100,12 @@ def missing_outputs(engine: Engine, outputs: list[str]) -> list[str]:
     return [uri for uri in outputs if not engine.store.non_empty(uri)]
 
 
+@dataclass(frozen=True)
+class _ExecutionCheck:
+    ended: str | None  # the ended execution's status; None: still running, or nothing to describe
+    execution_arn: str = ""
+
+
 class _Pass:
     def __init__(self, engine: Engine, deadline: float | None, heartbeat_every: float, clock: HeartbeatClock,
                  now: Callable[[], float]) -> None:
@@ -110,6 +116,9 @@ class _Pass:
         self.now = now
         self.report = WatchReport()
         self.lock = threading.Lock()
+        self.orphan_lock = threading.Lock()
+        self.run_checks: dict[str, _ExecutionCheck] = {}  # see `orphaned`: each run's execution described once
+        self.reaped_runs: set[str] = set()
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and self.now() >= self.deadline
@@ -125,8 +134,8 @@ class _Pass:
 
     def heartbeat(self, wave: WaveAttempt) -> None:
         token = wave.task_token
-        if not token:
-            return
+        if not token or wave.run_id in self.reaped_runs:
+            return  # a run reaped this pass: its jobs are cancelled and its tokens gone
         at = self.now()
         if self.clock.due(token, self.heartbeat_every, at):
             alive = self.engine.callbacks.heartbeat(token)
@@ -139,25 +148,41 @@ class _Pass:
         """The heartbeat found the token gone (TaskDoesNotExist / InvalidToken / TaskTimedOut). If the run's
         execution has ended, the reap event was lost (EventBridge delivers "Execution Status Change" best
         effort; async invocations are dropped after two retries): reap here — cancel the run's jobs by
-        exact id and record why. A token replaced by a later launch (redrive, resume) is not an orphan."""
+        exact id and record why. A token replaced by a later launch (redrive, resume) is not an orphan.
+
+        Once per run per pass: a lost reap of a 10,000-member group answers 10,000 heartbeats "gone"; the
+        run's execution is described once and the run reaped once (reap cancels every job of the run), and
+        the other waves of a run already reaped cost no call. Orphans are rare, so they take one lock."""
+        with self.orphan_lock:
+            if wave.run_id in self.reaped_runs:
+                return  # another of its waves reaped the run (every job of it) this pass
+            current = self.engine.ledger.get_attempt(wave.run_id, wave.wave_key, wave.attempt)
+            if current is None or current.task_token != wave.task_token:
+                return
+            if wave.run_id not in self.run_checks:
+                self.run_checks[wave.run_id] = self._check_execution(wave.run_id)
+            check = self.run_checks[wave.run_id]
+            if check.ended is None:
+                return  # live (a Task timed out: its Catch, cleanup, ends the attempt), or nothing to describe
+            self.reaped_runs.add(wave.run_id)
+            reason = (f"execution {check.execution_arn.rsplit(':', 1)[-1]} ended {check.ended} and state "
+                      f"'{wave.state}' still had a job: the reap event was missed; cancelled by the watch pass")
+            if check.ended == "SUCCEEDED":
+                record_success(self.engine, wave.run_id)
+            reap(self.engine, wave.run_id, reason,
+                 RunStatus(check.ended) if check.ended != "SUCCEEDED" else RunStatus.ABORTED)
+            self.append("reaped", wave.run_id)
+
+    def _check_execution(self, run_id: str) -> _ExecutionCheck:
         executions = self.engine.executions
-        current = self.engine.ledger.get_attempt(wave.run_id, wave.wave_key, wave.attempt)
-        run = self.engine.ledger.get_run(wave.run_id)
-        if executions is None or current is None or current.task_token != wave.task_token or run is None \
-                or not run.execution_arn:
-            return
+        run = self.engine.ledger.get_run(run_id)
+        if executions is None or run is None or not run.execution_arn:
+            return _ExecutionCheck(None)
         try:
             status = executions.describe(run.execution_arn).status
         except ExecutionNotFound:
-            return
-        if status == "RUNNING":
-            return  # the Task timed out in a live execution: its Catch (cleanup) ends the attempt
-        reason = (f"execution {run.execution_arn.rsplit(':', 1)[-1]} ended {status} and state '{wave.state}' "
-                  "still had a job: the reap event was missed; cancelled by the watch pass")
-        if status == "SUCCEEDED":
-            record_success(self.engine, wave.run_id)
-        reap(self.engine, wave.run_id, reason, RunStatus(status) if status != "SUCCEEDED" else RunStatus.ABORTED)
-        self.append("reaped", wave.run_id)
+            return _ExecutionCheck(None)
+        return _ExecutionCheck(None if status == "RUNNING" else status, run.execution_arn)
 
     # -- one wave ------------------------------------------------------------------------------
     def quiet(self, wave: WaveAttempt, obs: Observation) -> bool:
