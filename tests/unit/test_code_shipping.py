@@ -61,3 +61,60 @@ def test_a_task_mounts_the_runs_code_and_runs_in_it():
     assert task["envs"]["NPA_WORKFLOW_CODE_URI"] == uri
     _, plain = launch_document(step, workflow="w", run_id="r1", loops={}, attempt=1, fence_sequence=1)
     assert "file_mounts" not in list(yaml.safe_load_all(plain))[1]
+
+
+SPEC_WITH_WORKDIR = """\
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {name: wd}
+workdir: steps
+states:
+  only: {run: {argv: [PYTHON, where.py]}, terminal: true}
+"""
+
+
+def test_the_specs_own_workdir_wins_relative_to_the_spec_file(tmp_path):
+    root = folder(tmp_path)
+    (root / "lib").mkdir()
+    assert code_root(root / "spec.yaml", "lib", root / "tools.yaml", spec_workdir="steps") == root / "steps"
+    assert code_root(root / "spec.yaml", spec_workdir="../specs/steps") == root / "steps"
+    assert code_root(root / "spec.yaml", "lib", root / "tools.yaml") == root / "lib"  # else the catalog's
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("3", "workdir must be a folder path, got int"),
+    ("''", "workdir must be a folder path, got an empty string"),
+    ("/opt/code", "workdir '/opt/code' is not relative to the spec file"),
+])
+def test_a_workdir_that_is_no_relative_folder_is_an_error(value, message):
+    from npa_workflow.errors import SpecError
+    from npa_workflow.spec.load import load_spec_text
+
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(SPEC_WITH_WORKDIR.replace("workdir: steps", f"workdir: {value}"))
+    [problem] = caught.value.problems
+    assert problem.path == "workdir" and message in problem.message and problem.hint
+
+
+def test_render_ships_and_a_local_run_starts_in_the_specs_workdir(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = folder(tmp_path)
+    (root / "steps" / "where.py").write_text("import os; print('cwd=' + os.getcwd())\n")
+    spec = root / "wd.yaml"
+    spec.write_text(SPEC_WITH_WORKDIR.replace("PYTHON", json.dumps(sys.executable)))
+    cli = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]
+    env = {k: v for k, v in os.environ.items() if k not in ("NPA_WORKFLOW_CATALOG", "AWS_ENDPOINT_URL")}
+    rendered = subprocess.run([*cli, "render", str(spec), "--code-bucket", "eng"], capture_output=True, text=True,
+                              env=env, timeout=60, check=True).stdout
+    task = list(yaml.safe_load_all(rendered.split("\n", 1)[1]))[1]
+    assert task["file_mounts"] == {"/npa-workflow/code": code_bundle(root / "steps").uri("eng")}
+    home = tmp_path / "home"
+    done = subprocess.run([*cli, "run", str(spec)], capture_output=True, text=True, cwd=tmp_path,
+                          env={**env, "NPA_WORKFLOW_HOME": str(home)}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [log] = list((home / "jobs").glob("*.log"))
+    assert log.read_text().strip() == f"cwd={(root / 'steps').resolve()}"  # as on the cluster: in the code

@@ -198,9 +198,9 @@ def _code_uri(spec: Path, loaded: LoadedSpec, bucket: str | None) -> str:
     """Where `submit` would stage the spec's step code in `bucket` (the digest of the folder now)."""
     if not bucket:
         return ""
-    from npa_workflow.render.code import code_bundle, code_root
+    from npa_workflow.render.code import code_bundle, spec_code_root
 
-    return code_bundle(code_root(spec, loaded.catalog.workdir, loaded.catalog.source or None)).uri(bucket)
+    return code_bundle(spec_code_root(spec, loaded)).uri(bucket)
 
 
 def _launch_documents(loaded: LoadedSpec, the_plan: Plan, code_uri: str = "") -> list[tuple[str, str]]:

@@ -189,8 +189,10 @@ def _with_code(document: dict[str, Any], spec: Path, client: Any) -> dict[str, A
 
     catalog_path = find_catalog(None, spec)
     workdir = load_catalog_file(catalog_path).workdir if catalog_path else ""
+    inline = document["spec"] if isinstance(document.get("spec"), dict) else document  # the spec itself
+    spec_workdir = inline.get("workdir") if isinstance(inline.get("workdir"), str) else ""  # else the inbox says
     try:
-        bundle = code_bundle(code_root(spec, workdir, catalog_path))
+        bundle = code_bundle(code_root(spec, workdir, catalog_path, spec_workdir))
     except CodeError as exc:
         raise _StackProblem(str(exc), "or pass --no-code") from None
     from npa_workflow.engine.inbox import RUN_REQUEST_API
@@ -211,8 +213,9 @@ def submit_command(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the inbox to take it")] = 60.0,
     endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
-    code: Annotated[bool, typer.Option("--code/--no-code", help="Stage the steps' code (the catalog's workdir, "
-                                                                "else the spec's folder) for the tasks to mount")]
+    code: Annotated[bool, typer.Option("--code/--no-code", help="Stage the steps' code (the spec's or the "
+                                                                "catalog's workdir, else the spec's folder) for the "
+                                                                "tasks to mount")]
     = True,
     as_json: JsonOpt = False,
 ) -> None:

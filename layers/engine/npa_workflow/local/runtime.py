@@ -64,6 +64,7 @@ from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.local.moto_speedups import moto_speedups
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
+from npa_workflow.render.code import spec_code_root
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -539,7 +540,7 @@ class LocalRuntime:
         opt = self.options
         options = RunOptions(
             assume_decision=decisions.normalize(opt.assume_decision) if opt.assume_decision else "",
-            workdir=str(Path(opt.spec).resolve().parent),
+            workdir=str(spec_code_root(opt.spec, loaded)),  # where commands start on a cluster too
             cancel_on_timeout=opt.cancel_on_timeout,
             max_wait_seconds=opt.max_wait_seconds,
             secret_names=tuple(opt.secret_names),

@@ -1,7 +1,7 @@
 """Step code that reaches the cluster: a folder, content-addressed, mounted into every task.
 
-A spec's commands (`python steps/train.py …`) run from the folder of the spec (or the `workdir` the tool
-catalog names). `submit` stages that folder once under `s3://<engine bucket>/code/<digest>/` — the digest
+A spec's commands (`python steps/train.py …`) run from the folder of the spec (or the `workdir` the spec,
+else the tool catalog, names). `submit` stages that folder once under `s3://<engine bucket>/code/<digest>/` — the digest
 is a sha256 over every file's path, mode and content, so an unchanged folder is never uploaded twice —
 and the run freezes the URI and digest. Each task then mounts it (`file_mounts`, SkyPilot copies the S3
 prefix onto the node before `setup`) and its `run` starts in it.
@@ -16,6 +16,10 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from npa_workflow.spec.validate import LoadedSpec
 
 CODE_PREFIX = "code/"
 CODE_DIR = "/npa-workflow/code"  # where a task finds the staged folder (and starts its run)
@@ -54,8 +58,8 @@ def code_bundle(root: str | Path) -> CodeBundle:
     """The folder's files and their digest (paths, modes, contents), in a fixed order."""
     root = Path(root).resolve()
     if not root.is_dir():
-        raise CodeError(f"code folder {root} does not exist (set workdir in the tool catalog, or keep the spec "
-                        "beside its steps)")
+        raise CodeError(f"code folder {root} does not exist (set workdir in the spec or the tool catalog, or "
+                        "keep the spec beside its steps)")
     files: list[tuple[str, Path, bool]] = []
     total = 0
     digest = hashlib.sha256()
@@ -75,9 +79,18 @@ def code_bundle(root: str | Path) -> CodeBundle:
     return CodeBundle(root, digest.hexdigest(), tuple(files))
 
 
-def code_root(spec_path: str | Path, catalog_workdir: str = "", catalog_path: str | Path | None = None) -> Path:
-    """The folder to ship: the catalog's `workdir` (relative to the catalog file), else the spec's folder."""
+def code_root(spec_path: str | Path, catalog_workdir: str = "", catalog_path: str | Path | None = None,
+              spec_workdir: str = "") -> Path:
+    """The folder to ship, and where every step's command starts: the spec's `workdir` (relative to the spec
+    file), else the catalog's (relative to the catalog file), else the spec's folder."""
+    if spec_workdir:
+        return (Path(spec_path).resolve().parent / spec_workdir).resolve()
     if catalog_workdir:
         base = Path(catalog_path).parent if catalog_path else Path(spec_path).parent
         return (base / catalog_workdir).resolve()
     return Path(spec_path).resolve().parent
+
+
+def spec_code_root(spec_path: str | Path, loaded: LoadedSpec) -> Path:
+    """`code_root` of a loaded spec (its own `workdir`, its catalog's)."""
+    return code_root(spec_path, loaded.catalog.workdir, loaded.catalog.source or None, loaded.spec.workdir)

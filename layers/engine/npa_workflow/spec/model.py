@@ -150,6 +150,9 @@ class Spec(BaseModel):
     resources: dict[str, dict[str, Any]] = Field(default_factory=dict)
     initial: str
     states: dict[str, State]
+    # The folder of the steps' code, relative to the spec file: what `submit` ships and where every step's
+    # command starts (locally too). Empty: the tool catalog's `workdir`, else the spec's folder.
+    workdir: str = ""
 
     @property
     def name(self) -> str:

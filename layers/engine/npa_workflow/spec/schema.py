@@ -31,6 +31,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                      "kubernetes); a state picks one by name.",
         "initial": "The state the run starts at; default: the first state.",
         "states": "State name to state. At least one state is terminal.",
+        "workdir": "The steps' code folder, relative to the spec file: what submit ships, where commands start; "
+                   "default: the catalog's workdir, else the spec's folder.",
     },
     "Metadata": {
         "name": "The workflow's name: it names the state machine and the default run ids.",

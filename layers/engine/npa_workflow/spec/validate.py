@@ -179,6 +179,7 @@ def validate_document(
     run_block = _mapping(raw, "run", c)
     profiles = _parse_profiles(raw, c)
     names, states = _parse_states(raw, c)
+    workdir = _workdir(raw, c)
     initial = raw.get("initial")
     if names:
         if initial is None:
@@ -218,11 +219,28 @@ def validate_document(
         resources=profiles,
         initial=initial,
         states=states,
+        workdir=workdir,
     )
     return LoadedSpec(spec=spec, catalog=catalog, file=file, warnings=c.warnings, raw=raw)
 
 
 # --- document shape ------------------------------------------------------------------------
+
+
+def _workdir(raw: dict[str, Any], c: _Collector) -> str:
+    value = raw.get("workdir")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        got = "an empty string" if isinstance(value, str) else yaml_type(value)
+        c.error("workdir", f"workdir must be a folder path, got {got}",
+                "write 'workdir: steps' (a folder relative to the spec file), or leave it out")
+        return ""
+    if value.startswith(("/", "~")):
+        c.error("workdir", f"workdir {value!r} is not relative to the spec file",
+                "write it relative to the spec's folder (e.g. 'workdir: steps'), so the spec moves with its code")
+        return ""
+    return value.strip()
 
 
 def _mapping(raw: dict[str, Any], key: str, c: _Collector) -> dict[str, Any]:
