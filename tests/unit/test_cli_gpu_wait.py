@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from npa_workflow.cli.progress import WAITING_FOR_GPUS, print_summary, shown_status, with_gpu_waits
+from npa_workflow.cli.progress import WAITING_FOR_GPUS, print_summary, shown_status, wave_dicts, with_gpu_waits
 from npa_workflow.cli.run import LineProgress
 from npa_workflow.engine.wiring import HOME_ENV
 from npa_workflow.ledger import WaveAttempt, WaveStatus
@@ -75,6 +75,8 @@ def test_a_job_held_for_gpus_is_shown_waiting_until_it_starts(one_gpu_home: Path
         out = io.StringIO()
         print_summary(shown, Console(file=out, width=120, soft_wrap=True))
         assert WAITING_FOR_GPUS in out.getvalue()
+        live = wave_dicts([wave("first", first, WaveStatus.RUNNING), wave("second", second)])  # the live table's
+        assert [w["status"] for w in live] == ["RUNNING", WAITING_FOR_GPUS]
         lines = LineProgress()
         lines.update([wave("first", first, WaveStatus.RUNNING), wave("second", second)], "RUNNING")
         printed = capsys.readouterr().out
