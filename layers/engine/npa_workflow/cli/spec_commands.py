@@ -36,16 +36,6 @@ if TYPE_CHECKING:
     from npa_workflow.plan.model import Plan, WavePlan
     from npa_workflow.spec.validate import LoadedSpec
 
-def is_catalog_file(path: Path) -> bool:
-    from npa_workflow.spec.catalog import CATALOG_API_VERSION
-    from npa_workflow.spec.loader import load_yaml_file
-
-    try:
-        raw = load_yaml_file(path)
-    except SpecError:
-        return False  # reported when loaded as a spec
-    return isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION
-
 
 def validate(
     specs: Annotated[list[Path], typer.Argument(help="Spec files", show_default=False)],
@@ -57,8 +47,10 @@ def validate(
 ) -> None:
     """Check specs against every rule of the language; report all problems at once."""
     from npa_workflow.protocol.deployed_names import DEFAULT_STACK_NAME, deployed_names
-    from npa_workflow.spec.catalog import load_catalog_file
-    from npa_workflow.spec.load import load_spec
+    from npa_workflow.spec.catalog import CATALOG_API_VERSION, load_catalog_file
+    from npa_workflow.spec.load import resolve_catalog
+    from npa_workflow.spec.loader import load_yaml_file
+    from npa_workflow.spec.validate import validate_document
 
     overrides = parse_vars(var)
     results = []
@@ -66,12 +58,13 @@ def validate(
     for path in specs:
         names = None
         try:
-            if is_catalog_file(path):  # `validate specs/*.yaml` checks the tool catalog too
-                load_catalog_file(path)
+            raw = load_yaml_file(path)  # parsed once: a catalog or a spec
+            if isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION:
+                load_catalog_file(path)  # `validate specs/*.yaml` checks the tool catalog too (and caches it)
                 problems, ok = [], True
             else:
-                loaded = load_spec(path, catalog=catalog, overrides=overrides, strict=strict,
-                                   allow_unknown_keys=allow_unknown_keys)
+                loaded = validate_document(raw, file=str(path), catalog=resolve_catalog(catalog, path),
+                                           overrides=overrides, strict=strict, allow_unknown_keys=allow_unknown_keys)
                 problems, ok = loaded.warnings, True
                 names = deployed_names(loaded.spec.name)
         except SpecError as exc:
