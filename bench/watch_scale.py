@@ -1,8 +1,10 @@
 """One watch tick with 100 / 1,000 / 10,000 active waves: wall time and AWS calls per wave.
 
-The ledger (DynamoDB), the store (S3) and Step Functions are moto, in this process; every wave is RUNNING
-on a scheduler that answers the one batched status call with "running" (an executor of the port, so the
-figures are the watch pass's own, not SkyPilot's; its queue call is one call per tick whatever N). The
+The ledger (DynamoDB), the store (S3) and Step Functions are moto, in this process, with the speed-ups the
+local stack applies to it (`local.moto_speedups`: the same results, DynamoDB responses serialized faster);
+every wave is RUNNING on a scheduler that answers the one batched status call with "running" (an executor
+of the port, so the figures are the watch pass's own, not SkyPilot's; its queue call is one call per tick
+whatever N). The
 heartbeats go to Step Functions for real; their tokens belong to no execution, so moto answers
 InvalidToken — one call each, as on AWS.
 
@@ -101,10 +103,11 @@ def one_size(n: int, revision: str | None) -> list[tuple[str, float, float, Coun
     from npa_workflow.engine.context import Engine
     from npa_workflow.engine.runs import RunStore
     from npa_workflow.ledger import DynamoLedger
+    from npa_workflow.local.moto_speedups import moto_speedups
 
     watch = load_watch(revision)
     rows = []
-    with mock_aws():
+    with mock_aws(), moto_speedups():  # the twin's moto: the local stack applies the same speed-ups
         session = boto3.session.Session(region_name="us-east-1")
         calls: Counter[str] = Counter()
         clients = {name: session.client(name) for name in ("s3", "dynamodb", "stepfunctions")}

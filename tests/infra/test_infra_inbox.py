@@ -159,6 +159,7 @@ def test_the_inbox_settings_read_back_from_the_default_stack(default_synth: Synt
     settings = inbox.InboxSettings.from_environment(_inbox_env(default_synth))
     assert settings.state_machines == {}
     assert settings.allow_ad_hoc is False
+    assert settings.retention_days == 30  # the stack's retentionDays: a run request's deadline is checked against it
     root = default_synth.outdir / default_synth.stack.catalog.asset.asset_path
     published = (root / inbox.DEPLOYED_MACHINES_KEY.removeprefix("catalog/")).read_bytes()
 
