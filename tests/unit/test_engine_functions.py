@@ -328,3 +328,19 @@ def test_each_loop_round_is_launched_with_its_own_attempt_id_and_a_growing_fence
                                 workflow="t", run_id="r1", loops={"refine": i}, attempt=1, fence_sequence=i,
                                 extra_env=dict(engine.job_env))[1] for i in (1, 2)]
     assert previews == engine.executor.documents
+
+
+def test_a_run_the_inbox_started_runs_its_local_jobs_in_the_specs_workdir(engine, tmp_path, monkeypatch):
+    # `serve` works in its specs folder and the inbox freezes no folder: the spec's own workdir is where the
+    # job starts (as a SkyPilot task starts in the staged code), not the specs folder itself.
+    (tmp_path / "steps").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spec = ("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: t}\nworkdir: steps\nstates:\n"
+            f"  only: {{run: {{argv: [{PY!r}, -c, \"import os; open('cwd.txt', 'w').write(os.getcwd())\"]}}, "
+            "terminal: true}\n")
+    engine.runs.freeze("r1", spec, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="r1", workflow="t"))
+    launch(engine, {"run_id": "r1", "state": "only", "token": "t1"})
+    [(kind, _, _)] = settle(engine, "t1")
+    assert kind == "succeed"
+    assert (tmp_path / "steps" / "cwd.txt").read_text() == str((tmp_path / "steps").resolve())

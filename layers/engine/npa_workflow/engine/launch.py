@@ -33,6 +33,17 @@ _SUBMIT_FAILURES = {
 }
 
 
+def _workdir(run: Any) -> Path | None:
+    """Where a local job starts. A local `run` froze its folder (render.code.spec_code_root); a run the inbox
+    started (a `serve` stack) froze none: the spec's `workdir`, else the catalog's, taken relative to the folder
+    `serve` works in (the deployed specs' folder, beside its catalog); None: that folder itself. A SkyPilot task
+    does not use it: it starts in the staged code (`code_uri`)."""
+    if run.options.workdir:
+        return Path(run.options.workdir)
+    named = run.loaded.spec.workdir or run.loaded.catalog.workdir
+    return Path(named) if named else None
+
+
 def launch(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]:
     task = WaveTask.of(task)
     run = engine.runs.load(task.run_id)
@@ -103,7 +114,7 @@ def _submit(
     )
     request = JobRequest(
         name=name, step=step, task_yaml=doc, env=env, secret_names=secret_names,
-        workdir=Path(run.options.workdir) if run.options.workdir else None,
+        workdir=_workdir(run),
     )
     try:
         submission = engine.executor.submit(request)
