@@ -11,6 +11,7 @@ import pytest
 from npa_workflow.local.moto_speedups import (
     definition_parsed_once,
     fast_attribute_values,
+    interpreter_clients_kept,
     jsonpath_parsed_once,
     moto_speedups,
 )
@@ -128,9 +129,13 @@ def test_speedups_undone_on_exit() -> None:
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
     def seams() -> list[Any]:
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+        from moto.stepfunctions.parser.asl.utils import json_path
+
         return [BaseJSONSerializer.__dict__["_serialize_type_structure"], AmazonStateLanguageParser.__dict__["parse"],
                 StepFunctionsParserBackend.__dict__["_validate_definition"],
-                ExecutionWorker.__dict__["_get_evaluation_entrypoint"]]
+                ExecutionWorker.__dict__["_get_evaluation_entrypoint"], json_path.parse,
+                lambda_eval_utils.boto_client_for]
 
     before = seams()
     with moto_speedups():
@@ -139,3 +144,20 @@ def test_speedups_undone_on_exit() -> None:
             pass
         assert all(a is not b for a, b in zip(seams(), before, strict=True))
     assert seams() == before
+
+
+def test_interpreter_clients_kept_per_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    original = lambda_eval_utils.boto_client_for
+    with interpreter_clients_kept():
+        monkeypatch.setenv("MOTO_PORT", "40001")
+        first = lambda_eval_utils.boto_client_for(region="us-east-1", service="lambda", state_credentials=object())
+        assert lambda_eval_utils.boto_client_for(region="us-east-1", service="lambda") is first
+        assert first.meta.endpoint_url == "http://localhost:40001"  # what moto's own function makes
+        assert first.meta.config.retries["total_max_attempts"] == 1
+        monkeypatch.setenv("MOTO_PORT", "40002")
+        other = lambda_eval_utils.boto_client_for(region="us-east-1", service="lambda")
+        assert other is not first and other.meta.endpoint_url == "http://localhost:40002"
+        assert lambda_eval_utils.boto_client_for(region="eu-west-1", service="lambda").meta.region_name == "eu-west-1"
+    assert lambda_eval_utils.boto_client_for is original

@@ -104,6 +104,7 @@ class DurableAws:
         self._lock = threading.RLock()  # one writer: the sqlite connection and moto's DynamoDB writes
         self._paused = threading.local()
         self._closed = False
+        self.item_writes = 0  # grows with every DynamoDB write recorded: a reader knows when to look again
 
     def close(self) -> None:
         with self._lock:
@@ -126,6 +127,13 @@ class DurableAws:
             else:
                 self._db.execute("insert or replace into items values (?, ?, ?)",
                                  (table, key_text, json.dumps(item, sort_keys=True)))
+            self.item_writes += 1
+
+    def items(self, table: str) -> list[tuple[str, str]]:
+        """Every recorded item of `table` as (key JSON, item JSON), both DynamoDB JSON with sorted keys: what
+        moto holds (every write is recorded before its request is answered), read without a request to it."""
+        with self._lock:
+            return list(self._db.execute("select key, item from items where tbl = ?", (table,)))
 
     def record_object(self, bucket: str, key: str, body: bytes | None) -> None:
         name = hashlib.sha256(f"{bucket}\0{key}".encode()).hexdigest()

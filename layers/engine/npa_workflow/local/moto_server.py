@@ -51,6 +51,11 @@ class MotoServer:
         self._stopped = False
         self._stop_lock = threading.Lock()
 
+    @property
+    def wsgi_app(self) -> Any:
+        """The WSGI application the HTTP server calls for every request (`local.in_process_calls` calls it too)."""
+        return self._server._server.app
+
     def client_env(self, region: str = "us-east-1") -> dict[str, str]:
         """Environment for a process (or boto3 session) that must talk to this server."""
         return {

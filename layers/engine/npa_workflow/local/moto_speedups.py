@@ -29,6 +29,13 @@ own path. Figures: `bench/local_overhead.py`.
    definition (used once: a program is never shared between two executions). Seams:
    `StepFunctionsParserBackend._validate_definition(definition)` and
    `ExecutionWorker._get_evaluation_entrypoint(self)`.
+4. The interpreter's SDK clients made once. moto's interpreter makes a new boto3 client for every Lambda Task it
+   invokes and every Distributed Map item list it reads (`boto_client_for`: ~4 ms of CPU each). A botocore
+   client is thread-safe and holds nothing of a call, so one is kept per what moto's `boto_client_for` reads —
+   region, service, `MOTO_PORT` (read at every call, as moto reads it: a new server port gets new clients) and
+   whether `mock_aws` intercepts (its `state_credentials` argument is unused in 5.2.5) — and reused. Seams: the
+   `boto_client_for` names imported by `...state_task.lambda_eval_utils` and
+   `...state_map.item_reader.eval.resource_eval_s3`.
 """
 
 from __future__ import annotations
@@ -41,10 +48,12 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
-__all__ = ["fast_attribute_values", "jsonpath_parsed_once", "moto_speedups", "definition_parsed_once"]
+__all__ = ["definition_parsed_once", "fast_attribute_values", "interpreter_clients_kept", "jsonpath_parsed_once",
+           "moto_speedups"]
 
 JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
 KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
+KEPT_CLIENTS = 16  # (region, service, endpoint) triples: a run uses two or three
 
 _SHAPE = "AttributeValue"
 _SERVICES = frozenset({"dynamodb"})
@@ -99,7 +108,7 @@ def _member(serializer: Any, value: Any, shape: Any) -> Any:
 
 @contextlib.contextmanager
 def moto_speedups() -> Iterator[None]:
-    with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once():
+    with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept():
         yield
 
 
@@ -211,5 +220,31 @@ def definition_parsed_once() -> Iterator[None]:
         yield
     finally:
         for step in reversed(undo):
+            if step is not None:
+                step()
+
+
+@contextlib.contextmanager
+def interpreter_clients_kept() -> Iterator[None]:
+    """Speed-up 4 (see the module doc)."""
+    from moto.core.models import botocore_stubber
+    from moto.settings import moto_server_port
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.eval import resource_eval_s3
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    def make(original: Any) -> Any:
+        @functools.lru_cache(maxsize=KEPT_CLIENTS)
+        def kept(region: str, service: str, port: str, stubbed: bool) -> Any:
+            return original(region, service)
+
+        def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+            return kept(region, service, str(moto_server_port()), bool(botocore_stubber.enabled))
+        return boto_client_for
+
+    undo = [_swap(module, "boto_client_for", make) for module in (lambda_eval_utils, resource_eval_s3)]
+    try:
+        yield
+    finally:
+        for step in undo:
             if step is not None:
                 step()

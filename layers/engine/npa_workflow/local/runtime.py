@@ -59,9 +59,11 @@ from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
 from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
 from npa_workflow.local.event_pump import EventPump
+from npa_workflow.local.in_process_calls import in_process_calls
 from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.local.moto_speedups import moto_speedups
+from npa_workflow.local.run_waves import RunWaves
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.render.code import spec_code_root
@@ -409,7 +411,7 @@ class LocalRuntime:
             executions.append({"name": self.execution_name, "arn": self.execution_arn, "started_at": utc_now()})
             self._write_meta(run_dir, loaded, variables, executions)
             self.progress.started(self.run_id, self.execution_name, self.endpoint_url)
-            status = self._wait(engine, sfn)
+            status = self._wait(engine, sfn, RunWaves(durable, engine.ledger.table_name, self.run_id))
         except (KeyboardInterrupt, RunInterrupted):
             interrupted = True
             with signals_ignored():
@@ -554,7 +556,7 @@ class LocalRuntime:
         return started.execution_arn
 
     # ---------------------------------------------------------------------------------------- the run
-    def _wait(self, engine: Any, sfn: SfnExecutions) -> str:
+    def _wait(self, engine: Any, sfn: SfnExecutions, waves: RunWaves) -> str:
         failures = 0
         last_progress = 0.0
         exits = JobExits(self.home / "jobs")
@@ -574,8 +576,9 @@ class LocalRuntime:
             status = sfn.describe(self.execution_arn).status
             now = time.monotonic()
             if status != "RUNNING" or (self._shows_progress and now - last_progress >= PROGRESS_SECONDS):
-                # every wave's items, growing with the run: read for the display, not at every wake-up
-                self.progress.update(engine.ledger.attempts(self.run_id), status)
+                # every wave's items, growing with the run: read for the display (from the durable record, only
+                # when an item changed: local.run_waves), not at every wake-up
+                self.progress.update(waves.waves(), status)
                 last_progress = now
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
@@ -653,6 +656,7 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     # starts from an empty AWS (and moto's readiness probe, which serializes every model, still works).
     stack.callback(_reset_quietly, server)
     stack.enter_context(process_environment(env))
+    stack.enter_context(in_process_calls(server.port, server.wsgi_app))
     stack.callback(wiring.clear_cache)
     try:
         durable = stack.enter_context(durable_aws(state_dir))

@@ -1,0 +1,52 @@
+"""The waves of one local run for the live display, read from the stack's durable record, not from moto.
+
+The display refreshes every half second while a run goes. Asking the ledger (a DynamoDB `Query` of every attempt
+of the run, through moto) costs a request, moto's serialization of every item and botocore's parsing of it, and
+grows with the run. The durable record (`local.durable_aws`) holds every item moto holds: each write is recorded
+before its request is answered. So the display reads it there, only when an item was written since its last
+look, and parses only the items that changed. The engine and its handlers still read the ledger through DynamoDB.
+"""
+
+from __future__ import annotations
+
+import json
+
+from npa_workflow.ledger import WaveAttempt
+from npa_workflow.ledger.items import run_pk
+from npa_workflow.local.durable_aws import DurableAws
+
+__all__ = ["RunWaves"]
+
+_WAVE_PREFIX = "WAVE#"
+
+
+class RunWaves:
+    def __init__(self, durable: DurableAws, table: str, run_id: str) -> None:
+        self.durable = durable
+        self.table = table
+        self.pk = run_pk(run_id)
+        self._seen_writes = -1
+        self._parsed: dict[str, tuple[str, WaveAttempt]] = {}  # sort key -> (item JSON, its attempt)
+        self._waves: list[WaveAttempt] = []
+
+    def changed(self) -> bool:
+        """An item was written since the last `waves()`."""
+        return self.durable.item_writes != self._seen_writes
+
+    def waves(self) -> list[WaveAttempt]:
+        """Every attempt of the run in sort-key order (by wave key, then attempt), as `DynamoLedger.attempts`."""
+        if not self.changed():
+            return list(self._waves)
+        self._seen_writes = self.durable.item_writes
+        parsed: dict[str, tuple[str, WaveAttempt]] = {}
+        for key_text, item_text in self.durable.items(self.table):
+            key = json.loads(key_text)
+            sk = key.get("sk", {}).get("S", "")
+            if key.get("pk", {}).get("S") != self.pk or not sk.startswith(_WAVE_PREFIX):
+                continue
+            known = self._parsed.get(sk)
+            parsed[sk] = known if known and known[0] == item_text else (
+                item_text, WaveAttempt.from_item(json.loads(item_text)))
+        self._parsed = parsed
+        self._waves = [parsed[sk][1] for sk in sorted(parsed)]
+        return list(self._waves)

@@ -1,0 +1,36 @@
+"""`local.run_waves` shows what the ledger holds: the same attempts `DynamoLedger.attempts` returns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+from moto import mock_aws
+
+from npa_workflow.ledger import DynamoLedger, WaveStatus
+from npa_workflow.local.durable_aws import durable_aws
+from npa_workflow.local.run_waves import RunWaves
+
+
+def test_same_attempts_as_the_ledger(tmp_path: Path, monkeypatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws(), durable_aws(tmp_path / "aws") as durable:
+        assert durable is not None
+        ledger = DynamoLedger("ledger", client=boto3.client("dynamodb", region_name="us-east-1"))
+        ledger.create_table()
+        view = RunWaves(durable, "ledger", "r1")
+        assert view.waves() == [] and not view.changed()
+        for run_id, key in [("r1", "b"), ("r1", "a|l1=2"), ("r2", "a"), ("r1", "a")]:
+            ledger.begin_attempt(run_id, key, state=key.split("|")[0], attempt=1, job_name=f"{run_id}-{key}")
+        assert view.changed()
+        ledger.mark_status("r1", "b", 1, WaveStatus.RUNNING)
+        ledger.begin_attempt("r1", "b", state="b", attempt=2, job_name="r1-b-2")
+        assert view.waves() == ledger.attempts("r1")
+        assert [(w.wave_key, w.attempt) for w in view.waves()] == [("a", 1), ("a|l1=2", 1), ("b", 1), ("b", 2)]
+        assert not view.changed()
+        ledger.finish_attempt("r1", "b", 2, WaveStatus.SUCCEEDED)
+        assert view.changed()
+        assert view.waves() == ledger.attempts("r1")
+        assert view.waves()[-1].status == WaveStatus.SUCCEEDED
