@@ -156,6 +156,18 @@ def _swap(target: Any, name: str, make: Any) -> Any:
 
 
 @contextlib.contextmanager
+def _swapped(*swaps: tuple[Any, str, Any]) -> Iterator[None]:
+    """`_swap` each (target, name, make) for the block; undone in reverse order."""
+    undo = [_swap(target, name, make) for target, name, make in swaps]
+    try:
+        yield
+    finally:
+        for step in reversed(undo):
+            if step is not None:
+                step()
+
+
+@contextlib.contextmanager
 def jsonpath_parsed_once() -> Iterator[None]:
     """Speed-up 2 (see the module doc)."""
     from moto.stepfunctions.parser.asl.component.common.path import result_path
@@ -164,13 +176,8 @@ def jsonpath_parsed_once() -> Iterator[None]:
     def cached(parse: Any) -> Any:
         return functools.lru_cache(maxsize=JSONPATH_CACHE)(parse)
 
-    undo = [_swap(module, "parse", cached) for module in (json_path, result_path)]
-    try:
+    with _swapped((json_path, "parse", cached), (result_path, "parse", cached)):
         yield
-    finally:
-        for step in undo:
-            if step is not None:
-                step()
 
 
 @contextlib.contextmanager
@@ -213,15 +220,10 @@ def definition_parsed_once() -> Iterator[None]:
             return program if program is not None else original(self)
         return _get_evaluation_entrypoint
 
-    undo = [_swap(AmazonStateLanguageParser, "parse", make_parse),
-            _swap(StepFunctionsParserBackend, "_validate_definition", make_validate),
-            _swap(ExecutionWorker, "_get_evaluation_entrypoint", make_entrypoint)]
-    try:
+    with _swapped((AmazonStateLanguageParser, "parse", make_parse),
+                  (StepFunctionsParserBackend, "_validate_definition", make_validate),
+                  (ExecutionWorker, "_get_evaluation_entrypoint", make_entrypoint)):
         yield
-    finally:
-        for step in reversed(undo):
-            if step is not None:
-                step()
 
 
 @contextlib.contextmanager
@@ -241,10 +243,5 @@ def interpreter_clients_kept() -> Iterator[None]:
             return kept(region, service, str(moto_server_port()), bool(botocore_stubber.enabled))
         return boto_client_for
 
-    undo = [_swap(module, "boto_client_for", make) for module in (lambda_eval_utils, resource_eval_s3)]
-    try:
+    with _swapped((lambda_eval_utils, "boto_client_for", make), (resource_eval_s3, "boto_client_for", make)):
         yield
-    finally:
-        for step in undo:
-            if step is not None:
-                step()
