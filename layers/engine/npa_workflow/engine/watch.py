@@ -10,7 +10,9 @@ Scale (docs/cloud.md, bench/watch_scale.py): after the one executor call, each w
 a thread pool (boto3 clients are thread-safe), finished waves first; the pass stops taking new work
 when its budget (the Lambda's remaining time, less a margin) runs out and leaves the rest to the next
 tick. A wave costs calls only when something changed: the ledger is written when its status or job
-id changes, a heartbeat is sent when one is due (`heartbeat_every_seconds`), not every tick.
+id changes, a heartbeat is sent when one is due (`heartbeat_every_seconds`), not every tick; a wave
+needing no call is counted without a trip through the pool, and the active-index Query reads only
+`WATCH_FIELDS`. A lost reap is handled once per run per pass (`_Pass.orphaned`).
 
 Isolation: one wave's failure never stops the pass. An output the watch role cannot read (S3 403)
 fails that wave alone as `Wave.ConfigurationFailed`, naming the URI and the missing permission; any
