@@ -59,11 +59,13 @@ from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
 from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
 from npa_workflow.local.event_pump import EventPump
+from npa_workflow.local.heap import settled_heap
 from npa_workflow.local.in_process_calls import in_process_calls
 from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
 from npa_workflow.local.moto_speedups import moto_speedups
 from npa_workflow.local.run_waves import RunWaves
+from npa_workflow.local.sdk_models import sdk_models_parsed_once
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.render.code import spec_code_root
@@ -288,6 +290,7 @@ class LocalRuntime:
         self.loaded: LoadedSpec | None = None
         self._machine: Any = None  # the CompiledMachine, once deployed
         self.pump: EventPump  # the event sources of the deployed stack, once deployed
+        self._settle_heap: Callable[[], None] = lambda: None
 
     # ---------------------------------------------------------------------------------------- public
     def stop(self, reason: str = "stopped") -> None:
@@ -305,7 +308,8 @@ class LocalRuntime:
             raise LocalRunError("another local run is already active in this process")
         metrics_off_in_this_process()
         try:
-            return self._run()
+            with settled_heap() as self._settle_heap:  # settled once deployed (local.heap)
+                return self._run()
         finally:
             _active.release()
 
@@ -399,6 +403,7 @@ class LocalRuntime:
                 # Everything the run wrote before (ledger, S3 outputs, frozen inputs) is back in place.
                 durable.restore_objects()
             deployed = self._deploy(loaded, engine.ledger)
+            self._settle_heap()
             if self.options.resume:
                 durable.restore_items()
                 previous_items = self._ledger_items(engine.ledger)
@@ -656,6 +661,7 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     # starts from an empty AWS (and moto's readiness probe, which serializes every model, still works).
     stack.callback(_reset_quietly, server)
     stack.enter_context(process_environment(env))
+    stack.enter_context(sdk_models_parsed_once())
     stack.enter_context(in_process_calls(server.port, server.wsgi_app))
     stack.callback(wiring.clear_cache)
     try:

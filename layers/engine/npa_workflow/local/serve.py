@@ -176,6 +176,12 @@ class Serve:
 
     def serve(self) -> None:
         """Start the stack and serve until `stop()` (or Ctrl-C / SIGTERM)."""
+        from npa_workflow.local.heap import settled_heap
+
+        with settled_heap() as settle:  # settled once deployed (local.heap)
+            self._serve(settle)
+
+    def _serve(self, settle: Callable[[], None]) -> None:
         import boto3
 
         from npa_workflow.local.moto_server import start_moto_server
@@ -208,6 +214,7 @@ class Serve:
             self._durable = durable
             delivered = durable.delivered(OBJECT_EVENTS)
             self._seen.update({tuple(json.loads(ident)): etag for ident, etag in delivered.items()})
+            settle()
             self._recover(engine)
             self._write_serve_json(settings)
             # Steps of inbox-started runs run in the spec folder (the inbox freezes no workdir: jobs inherit ours).
