@@ -157,7 +157,8 @@ class StackClient:
     def run(self, run_id: str) -> RunRecord:
         record = self.ledger.get_run(run_id)
         if record is None:
-            raise StackError(f"no run {run_id!r} in ledger {self.ledger_table}")
+            raise StackError(f"no run {run_id!r} in ledger {self.ledger_table} (fix: check the run id; `npa-workflow "
+                             "list` with the same --endpoint/--stack names the stack's runs)")
         return record
 
     def execution_status(self, record: RunRecord) -> str:

@@ -33,7 +33,20 @@ AllowUnknownKeysOpt = Annotated[
                  help="Accept keys the language does not know, with a warning (legacy specs); default: an error"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
-RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-plan)")]
+
+
+def check_run_id_option(value: str | None) -> str | None:
+    """`--run-id` of plan/render: the rule a run applies (protocol.run_ids), so a preview never shows job names
+    and S3 prefixes no run could have."""
+    from npa_workflow.protocol.run_ids import run_id_problem
+
+    if value is not None and (problem := run_id_problem(value)):
+        raise typer.BadParameter(problem, param_hint="--run-id")
+    return value
+
+
+RunIdOpt = Annotated[str | None, typer.Option("--run-id", callback=check_run_id_option,
+                                              help="Run id (default: <workflow>-plan)")]
 AssumeOpt = Annotated[
     str | None,
     typer.Option("--assume-decision",

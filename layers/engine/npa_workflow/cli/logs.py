@@ -295,19 +295,20 @@ def logs_command(
     home = logs_home()
 
     def load() -> list[LogSource]:
-        if endpoint or stack:
-            from npa_workflow.cli.stack import stack_client
+        if endpoint or stack:  # an unknown run, an unreachable stack: one `logs: error:` line, exit 1
+            from npa_workflow.cli.stack import _on_stack
 
-            return stack_sources(stack_client(endpoint, stack, None, region), run, home)
+            return _on_stack("logs", lambda client: stack_sources(client, run, home), endpoint, stack, None, region)
         return local_run_sources(run, home)
 
-    from npa_workflow.stack_client import StackError
+    def load_or_exit() -> list[LogSource]:
+        try:
+            return load()
+        except LookupError as exc:  # no such local run
+            _err(f"npa-workflow logs: error: {exc}")
+            raise typer.Exit(1) from None
 
-    try:
-        sources = load()
-    except (LookupError, StackError) as exc:
-        _err(f"npa-workflow logs: error: {exc}")
-        raise typer.Exit(1) from None
+    sources = load_or_exit()
     chosen = select(sources, state, iteration, attempt)
     if not chosen:
         states = sorted({s.state for s in sources})
@@ -332,7 +333,7 @@ def logs_command(
         if follow_ and source.path is not None:
 
             def refresh(target: LogSource = source) -> LogSource | None:
-                found = select(load(), target.state, target.iteration, target.attempt)
+                found = select(load_or_exit(), target.state, target.iteration, target.attempt)
                 return found[0] if found else None
 
             try:

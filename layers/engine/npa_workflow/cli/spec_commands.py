@@ -181,9 +181,15 @@ def render(
             if not text.endswith("\n"):
                 sys.stdout.write("\n")
         return
-    out.mkdir(parents=True, exist_ok=True)
-    for i, (name, text) in enumerate(documents, 1):
-        (out / f"{i:03d}-{name}.yaml").write_text(text)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for i, (name, text) in enumerate(documents, 1):
+            (out / f"{i:03d}-{name}.yaml").write_text(text)
+    except OSError as exc:  # a file in the way, a read-only or full disk: the user's to fix, not a traceback
+        why = "it is a file, not a folder" if out.is_file() else f"cannot write there: {exc.strerror or exc}"
+        sys.stderr.write(f"npa-workflow render: error: --out {out}: {why} "
+                         "(fix: name a folder you can write to, or omit --out)\n")
+        raise typer.Exit(1) from None
     stdout.print(f"wrote {len(documents)} file(s) to {out}")
 
 

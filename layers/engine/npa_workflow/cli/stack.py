@@ -3,7 +3,8 @@
 
 A stack is `--endpoint URL` (a local `serve`; also `$NPA_WORKFLOW_ENDPOINT`) or, in the cloud, `--stack NAME`
 (its CloudFormation outputs name the bucket and the ledger table; credentials and region from the usual AWS
-chain) or `--bucket B` (submit only).
+chain) or `--bucket B` (submit only). Naming none is a usage error (exit 2), except for `status` and `list`, which
+then read the runs `npa-workflow run` kept in the local home (`cli.local_runs`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ def _check_endpoint(endpoint: str) -> None:
     if not ok:
         raise _StackProblem(f"--endpoint {endpoint!r} is not a URL",
                             "give the URL `npa-workflow serve` printed, e.g. http://127.0.0.1:5000")
+
+
+def _named_stack(command: str, endpoint: str | None, stack: str | None, bucket: str | None, hint: str) -> None:
+    """No stack named is a usage error (exit 2, README: exit codes), said with the options that name one."""
+    if endpoint or stack or bucket:
+        return
+    _err(f"npa-workflow {command}: error: no stack named (fix: --endpoint URL for a local `npa-workflow serve`, or "
+         f"$NPA_WORKFLOW_ENDPOINT; --stack NAME for a deployed one{hint})")
+    raise typer.Exit(2)
+
+
+_LOCAL_RUN_HINT = "; a run of `npa-workflow run` stops with Ctrl-C and continues with `run SPEC --run-id ID --resume`"
 
 
 class _StackProblem(Exception):
@@ -157,8 +170,8 @@ def _document(spec: str, variables: dict[str, str], run_id: str | None,
     from npa_workflow.spec.loader import load_yaml_file
 
     path = Path(spec)
-    if path.is_file():
-        doc = load_yaml_file(path)
+    if path.is_file() or _names_a_file(spec):
+        doc = load_yaml_file(path)  # a path that is not a readable file: its one line here, no upload
         if not isinstance(doc, dict):
             raise SpecError([Problem("$", "a spec must be a mapping",
                                    "start it with apiVersion:, kind:, metadata: and states:", file=str(path))])
@@ -175,6 +188,12 @@ def _document(spec: str, variables: dict[str, str], run_id: str | None,
     if allow_unknown_keys:
         request["options"] = {"allowUnknownKeys": True}
     return request
+
+
+def _names_a_file(spec: str) -> bool:
+    """SPEC is meant as a file (a folder, a path, a YAML/JSON name), not a deployed spec's name: a typo'd path is
+    then reported here instead of reaching the inbox as the name of a spec nobody deployed."""
+    return Path(spec).exists() or "/" in spec or Path(spec).suffix.lower() in (".yaml", ".yml", ".json")
 
 
 def _spec_path(path: str) -> str:
@@ -230,6 +249,8 @@ def submit_command(
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
+    _named_stack("submit", endpoint, stack, bucket, "; --bucket B for a deployed stack's bucket; to run a spec on "
+                                                    "this machine without a stack: `npa-workflow run SPEC`")
     client = stack_client(endpoint, stack, bucket, region)
     from npa_workflow.engine.inbox import RUN_REQUEST_API
 
@@ -320,7 +341,9 @@ def status_command(
     """A run's states (attempts, jobs, durations, status), decisions, watermarks and error; --watch follows it."""
     from npa_workflow.cli.progress import print_summary, with_gpu_waits
 
-    if watch and not as_json:
+    if not (endpoint or stack or bucket):
+        report = _local_status(run)
+    elif watch and not as_json:
         report = _watch("status", run, endpoint, stack, bucket, region)
     else:
         report = with_gpu_waits(_on_stack("status", lambda client: client.report(run), endpoint, stack, bucket,
@@ -337,6 +360,24 @@ def status_command(
         console.print(f"(npa-workflow logs {run} [STATE] [--iteration N] prints a step's output)", highlight=False)
 
 
+def _local_status(run: str) -> dict[str, Any]:
+    """Without a stack: the report of a local `run` of this id (the one `run --json` printed), else exit 2."""
+    from npa_workflow.cli.local_runs import local_report, local_run_dir
+    from npa_workflow.cli.logs import logs_home
+
+    home = logs_home()
+    run_dir = local_run_dir(home, run)
+    if run_dir is None:
+        _named_stack("status", None, None, None, f"; no local run {run!r} under {home / 'runs'} either "
+                                                  "(`npa-workflow list` names them)")
+    report = local_report(run_dir)  # type: ignore[arg-type]  # _named_stack exits when run_dir is None
+    if report is None:
+        _err(f"npa-workflow status: error: local run {run!r} has no report yet: it is running (its `run` shows it "
+             f"live) or its process was killed (fix: `npa-workflow run SPEC --run-id {run} --resume` continues it)")
+        raise typer.Exit(1)
+    return report
+
+
 # ------------------------------------------------------------------------------------------------ cancel / resume
 def cancel_command(
     run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
@@ -345,6 +386,7 @@ def cancel_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Stop a run's execution and wait until every job of the run is cancelled."""
+    _named_stack("cancel", endpoint, stack, bucket, _LOCAL_RUN_HINT)
     result = _on_stack("cancel", lambda client: client.cancel(run, timeout=timeout), endpoint, stack, bucket, region)
     if as_json:
         print_json(result)
@@ -364,6 +406,7 @@ def resume_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Resume a failed or aborted run: redrive its execution, else a new execution that replays succeeded waves."""
+    _named_stack("resume", endpoint, stack, bucket, _LOCAL_RUN_HINT)
     result = _on_stack("resume", lambda client: client.resume(run), endpoint, stack, bucket, region)
     if as_json:
         print_json(result)
@@ -378,10 +421,16 @@ def list_command(
     endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recent runs with their status."""
-    runs = _on_stack("list", lambda client: client.list_runs(limit), endpoint, stack, bucket, region)
-    rows = [{"run_id": r.run_id, "workflow": r.workflow, "status": r.status.value, "started_at": r.started_at}
-            for r in runs]
+    """Recent runs with their status (without a stack: the local runs of `npa-workflow run`)."""
+    if not (endpoint or stack or bucket):
+        from npa_workflow.cli.local_runs import local_runs
+        from npa_workflow.cli.logs import logs_home
+
+        rows = local_runs(logs_home(), limit)
+    else:
+        runs = _on_stack("list", lambda client: client.list_runs(limit), endpoint, stack, bucket, region)
+        rows = [{"run_id": r.run_id, "workflow": r.workflow, "status": r.status.value, "started_at": r.started_at}
+                for r in runs]
     if as_json:
         print_json({"runs": rows})
         return

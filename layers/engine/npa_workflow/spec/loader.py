@@ -233,12 +233,16 @@ def load_yaml_file(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Any:
         size = p.stat().st_size
         if size > limits.max_bytes:
             raise _too_large(limits, file)
-        body = p.read_bytes()
+        with p.open("rb") as fh:  # bounded read: a device or pipe (/dev/zero, `<(…)`) has no size to check first
+            body = fh.read(limits.max_bytes + 1)
+        if len(body) > limits.max_bytes:
+            raise _too_large(limits, file)
     except FileNotFoundError:
         raise SpecError.single("$", "file not found", "check the path (it is relative to the current directory)",
                                file) from None
     except IsADirectoryError:
-        raise SpecError.single("$", "is a directory, not a file", "name the spec's .yaml file", file) from None
+        raise SpecError.single("$", "is a directory, not a file", "name the .yaml file itself, not its folder",
+                               file) from None
     except OSError as exc:
         raise SpecError.single("$", f"cannot read file: {exc.strerror}",
                                "check that the file exists and is readable by you", file) from None
