@@ -55,6 +55,15 @@ def test_decisions_show_the_specs_word_and_the_normalized_value():
     assert "decision of gate: loop_back (loop_back_to_inner_loop)" in shown(doc, 200)
 
 
+def test_a_decision_that_could_not_be_read_is_said_in_words_not_as_none():
+    """A malformed artifact (`--var gate_malformed=not-json`) leaves the decision null in the report."""
+    doc = report(status="FAILED", decisions=[{"state": "gate", "decision": None, "source": "artifact",
+                                              "uri": "s3://b/d.json"}])
+    text = shown(doc, 200)
+    assert "decision of gate: none read (artifact, s3://b/d.json)" in text
+    assert "None" not in text
+
+
 def test_the_live_view_lists_every_state_of_the_plan_with_k_of_n_done():
     out = io.StringIO()
     view = live_table("run r1", ["prepare", "train", "publish"], [wave("prepare", "SUCCEEDED"),

@@ -155,6 +155,15 @@ def test_an_override_nothing_reads_is_an_error_with_a_suggestion(spec_error, loa
     load(body, overrides={"thresh": "0.5", "rounds": "3", "epochs": "4", "bucket": "b"})
 
 
+def test_an_override_of_a_config_key_nothing_reads_never_suggests_itself(spec_error):
+    """`config: {tresh: …}` that no token reads: `--var tresh` must not answer "did you mean '--var tresh'?"."""
+    body = "config: {tresh: '0.8'}\nstates:\n  a: {run: {shell: 'gate {{config.threshold}}'}, terminal: true}\n"
+    problems = spec_error(body, overrides={"tresh": "0.5"}).problems
+    [var] = [p for p in problems if p.path == "--var tresh"]
+    assert "'--var tresh'" not in var.hint
+    assert var.hint == "did you mean '--var threshold'?"
+
+
 def test_overrides_are_revalidated(errors):
     body = "config: {root: s3://b, out: '{{config.root}}/o'}\n" + STATES
     assert errors(body, overrides={"root": "{{config.out}}"}) == [

@@ -171,8 +171,9 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         rnd = f" iteration {w['iteration']}" if w.get("iteration") is not None else ""
         console.print(f"{w['state']}{rnd}: {left_running_text([w['job_id']])}", markup=False, highlight=False)
     for d in report.get("decisions", []):
-        console.print(f"decision of {d['state']}: {decision_words(str(d['decision']))} ({d['source']}, {d['uri']})",
-                      highlight=False)
+        # null: the artifact was there but unreadable (the run's error says why)
+        value = "none read" if d.get("decision") is None else decision_words(str(d["decision"]))
+        console.print(f"decision of {d['state']}: {value} ({d['source']}, {d['uri']})", highlight=False)
     for m in report.get("watermarks", []):
         console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
     status = report["status"]

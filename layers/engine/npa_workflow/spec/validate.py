@@ -150,7 +150,7 @@ def _check_overrides(raw: dict[str, Any], overrides: Mapping[str, str], catalog:
     for key in overrides:
         if key in read:
             continue
-        known = sorted(read | set(config))
+        known = sorted((read | set(config)) - {key})  # a config key nothing reads is no answer to itself
         c.error(f"--var {key}", f"no token of the spec or its tools reads config.{key}: the override would "
                 "change nothing", did_you_mean(key, known, prefix="--var ") or
                 ("the keys read are: " + ", ".join(k for k in known if k not in ENGINE_CONFIG_KEYS)[:300]
