@@ -14,6 +14,7 @@ from npa_workflow.local.moto_speedups import (
     interpreter_clients_kept,
     jsonpath_parsed_once,
     moto_speedups,
+    update_expressions_parsed_once,
 )
 
 ITEM = {
@@ -161,3 +162,50 @@ def test_interpreter_clients_kept_per_endpoint(monkeypatch: pytest.MonkeyPatch) 
         assert other is not first and other.meta.endpoint_url == "http://localhost:40002"
         assert lambda_eval_utils.boto_client_for(region="eu-west-1", service="lambda").meta.region_name == "eu-west-1"
     assert lambda_eval_utils.boto_client_for is original
+
+
+UPDATES = [
+    ("SET #s = :s, n = if_not_exists(n, :zero) + :one, tl = list_append(if_not_exists(tl, :empty), :tl)",
+     {"#s": "status"}, {":s": {"S": "RUNNING"}, ":zero": {"N": "0"}, ":one": {"N": "1"}, ":empty": {"L": []},
+                        ":tl": {"L": [{"S": "x"}]}}),
+    ("SET #s = :s REMOVE gone ADD c :one", {"#s": "status"}, {":s": {"S": "DONE"}, ":one": {"N": "1"}}),
+    ("SET m.deeper = :v", None, {":v": {"S": "deep"}}),
+]
+
+
+def _apply_updates(table: str) -> list[dict[str, Any]]:
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                        BillingMode="PAY_PER_REQUEST")
+    client.put_item(TableName=table, Item={"pk": {"S": "k"}, "gone": {"S": "x"}, "m": {"M": {}}})
+    items = []
+    for _ in range(2):
+        for expression, names, values in UPDATES:
+            extra = {"ExpressionAttributeNames": names} if names else {}
+            client.update_item(TableName=table, Key={"pk": {"S": "k"}}, UpdateExpression=expression,
+                               ExpressionAttributeValues=values, **extra)
+            items.append(client.get_item(TableName=table, Key={"pk": {"S": "k"}})["Item"])
+    with pytest.raises(Exception, match="ValidationException"):
+        client.update_item(TableName=table, Key={"pk": {"S": "k"}}, UpdateExpression="SET = nonsense")
+    return items
+
+
+def test_update_expressions_parsed_once_apply_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        plain = _apply_updates("plain")
+        with update_expressions_parsed_once():
+            ast = UpdateExpressionParser.make(UPDATES[0][0])
+            shape = repr(ast)
+            assert UpdateExpressionParser.make(UPDATES[0][0]) is ast  # parsed once
+            fast = _apply_updates("fast")
+            assert repr(ast) == shape  # its users left the shared AST as it was
+    assert fast == plain
+    assert UpdateExpressionParser.make(UPDATES[0][0]) is not UpdateExpressionParser.make(UPDATES[0][0])  # undone

@@ -36,6 +36,13 @@ own path. Figures: `bench/local_overhead.py`.
    whether `mock_aws` intercepts (its `state_credentials` argument is unused in 5.2.5) — and reused. Seams: the
    `boto_client_for` names imported by `...state_task.lambda_eval_utils` and
    `...state_map.item_reader.eval.resource_eval_s3`.
+5. An update expression parsed once per text. moto tokenizes and parses a DynamoDB `UpdateExpression` twice per
+   `UpdateItem` (the handler reads which names and values it uses; the backend validates and applies it), and
+   the ledger sends the same few expressions at every wave. The parse depends on the text only, and its AST is
+   never changed by its users: the handler only reads it (`find_clauses`), the backend's validator works on a
+   deep copy (`Validator.__init__`). So the AST of a text is kept (bounded) and shared; a text that fails to
+   parse fails every time, as before (an exception is not kept). Seam:
+   `moto.dynamodb.parsing.expressions.UpdateExpressionParser.make(cls, expression_str)`.
 """
 
 from __future__ import annotations
@@ -49,10 +56,11 @@ from enum import Enum
 from typing import Any
 
 __all__ = ["definition_parsed_once", "fast_attribute_values", "interpreter_clients_kept", "jsonpath_parsed_once",
-           "moto_speedups"]
+           "moto_speedups", "update_expressions_parsed_once"]
 
 JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
 KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
+UPDATE_EXPRESSIONS = 512  # distinct update expression texts kept (the ledger sends a dozen)
 KEPT_CLIENTS = 16  # (region, service, endpoint) triples: a run uses two or three
 
 _SHAPE = "AttributeValue"
@@ -108,7 +116,8 @@ def _member(serializer: Any, value: Any, shape: Any) -> Any:
 
 @contextlib.contextmanager
 def moto_speedups() -> Iterator[None]:
-    with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept():
+    with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept(), \
+            update_expressions_parsed_once():
         yield
 
 
@@ -144,13 +153,14 @@ def fast_attribute_values() -> Iterator[None]:
 
 def _swap(target: Any, name: str, make: Any) -> Any:
     """Replace `target.name` with `make(original)` unless it is already ours; returns the undo (or None).
-    A staticmethod is read and put back as one (`__dict__`, not `getattr`)."""
+    A staticmethod or classmethod is read and put back as one (`__dict__`, not `getattr`); `make` gets its
+    function."""
     raw = target.__dict__[name] if isinstance(target, type) else getattr(target, name)
-    original = raw.__func__ if isinstance(raw, staticmethod) else raw
+    original = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
     if getattr(original, "npa_speedup", False):
         return None
     replacement = make(original)
-    (replacement.__func__ if isinstance(replacement, staticmethod) else replacement).npa_speedup = True
+    (replacement.__func__ if isinstance(replacement, staticmethod | classmethod) else replacement).npa_speedup = True
     setattr(target, name, replacement)
     return lambda: setattr(target, name, raw)
 
@@ -244,4 +254,23 @@ def interpreter_clients_kept() -> Iterator[None]:
         return boto_client_for
 
     with _swapped((lambda_eval_utils, "boto_client_for", make), (resource_eval_s3, "boto_client_for", make)):
+        yield
+
+
+@contextlib.contextmanager
+def update_expressions_parsed_once() -> Iterator[None]:
+    """Speed-up 5 (see the module doc)."""
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    def make(parse: Any) -> Any:
+        @functools.lru_cache(maxsize=UPDATE_EXPRESSIONS)
+        def parsed(cls: type, expression_str: str) -> Any:
+            return parse(cls, expression_str)
+
+        def cached(cls: type, expression_str: str) -> Any:
+            return parsed(cls, expression_str)
+
+        return classmethod(cached)
+
+    with _swapped((UpdateExpressionParser, "make", make)):
         yield
