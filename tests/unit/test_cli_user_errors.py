@@ -184,3 +184,22 @@ def test_list_without_a_stack_lists_the_local_runs(local_run: tuple[Path, dict])
     (row,) = json.loads(result.output)["runs"]
     assert (row["run_id"], row["workflow"], row["status"]) == ("tiny-1", "tiny", "SUCCEEDED")
     assert row["started_at"].startswith("20")
+
+
+def test_list_without_a_stack_or_local_runs_says_where_it_looked(tmp_path: Path) -> None:
+    result = invoke("list", env={"NPA_WORKFLOW_HOME": str(tmp_path), "NPA_WORKFLOW_ENDPOINT": ""})
+    assert result.exit_code == 0
+    assert result.output.strip() == (f"npa-workflow list: no local run under {tmp_path / 'runs'} (runs of "
+                                     "`npa-workflow run` from this folder or $NPA_WORKFLOW_HOME; a serve stack's: "
+                                     "--endpoint URL)")
+
+
+@pytest.mark.parametrize("home", ["a-file", "never-made"])
+def test_jobs_cancel_where_no_job_ever_ran_is_one_line(tmp_path: Path, home: str) -> None:
+    """A home that is a file, or that does not exist: no such job, and nothing is created."""
+    if home == "a-file":
+        (tmp_path / home).write_text("")
+    result = invoke("jobs", "cancel", "local-0123456789abcdef", env={"NPA_WORKFLOW_HOME": str(tmp_path / home)})
+    assert result.exit_code == 1
+    assert result.output.startswith("npa-workflow jobs cancel: error: no local job 'local-0123456789abcdef' under ")
+    assert not (tmp_path / "never-made").exists()

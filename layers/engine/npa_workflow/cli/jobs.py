@@ -31,9 +31,11 @@ def cancel_local(job_id: str, grace: float, timeout: float) -> str:
     from npa_workflow.local.runtime import local_home
 
     home = local_home()
-    executor = LocalExecutor(home)
-    before = executor.status(job_id)
-    if before is None:
+    # No jobs folder (no run started here, or a home that is a file): no such job. The executor would make the
+    # folder, and fail with a traceback where it cannot.
+    executor = LocalExecutor(home) if (home / "jobs").is_dir() else None
+    before = executor.status(job_id) if executor is not None else None
+    if executor is None or before is None:
         raise LookupError(f"no local job {job_id!r} under {home / 'jobs'} (run this from the folder the run was "
                           "started in, or set $NPA_WORKFLOW_HOME)")
     if before.is_terminal and before.status != "CANCELLED":

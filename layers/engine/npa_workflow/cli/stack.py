@@ -427,6 +427,10 @@ def list_command(
         from npa_workflow.cli.logs import logs_home
 
         rows = local_runs(logs_home(), limit)
+        if not rows and not as_json:
+            _err(f"npa-workflow list: no local run under {logs_home() / 'runs'} (runs of `npa-workflow run` from this "
+                 "folder or $NPA_WORKFLOW_HOME; a serve stack's: --endpoint URL)")
+            return
     else:
         runs = _on_stack("list", lambda client: client.list_runs(limit), endpoint, stack, bucket, region)
         rows = [{"run_id": r.run_id, "workflow": r.workflow, "status": r.status.value, "started_at": r.started_at}
