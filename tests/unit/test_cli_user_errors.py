@@ -203,3 +203,19 @@ def test_jobs_cancel_where_no_job_ever_ran_is_one_line(tmp_path: Path, home: str
     assert result.exit_code == 1
     assert result.output.startswith("npa-workflow jobs cancel: error: no local job 'local-0123456789abcdef' under ")
     assert not (tmp_path / "never-made").exists()
+
+
+def test_inbox_errors_are_said_of_the_users_spec_file() -> None:
+    """`submit spec.yaml --var x=1` goes up as a run request carrying the spec inline: its errors were printed as
+    `s3://…/inbox/….yaml: spec.--var x: …`; they are the file's own, at the file's paths."""
+    from npa_workflow.cli.stack import as_spec_file_errors
+
+    inbox = "s3://b/inbox/demo-1.yaml"
+    errors = [{"path": "spec.states.a.next", "message": "next state 'nowhere' is not defined", "file": inbox},
+              {"path": "spec.--var x", "message": "no token reads config.x", "file": inbox},
+              {"path": "spec", "message": "a spec must be a mapping", "file": inbox},
+              {"path": "options.retries", "message": "must be <= 20", "file": inbox}]
+    assert [(e["file"], e["path"]) for e in as_spec_file_errors(errors, "demo.yaml", inline=True)] == [
+        ("demo.yaml", "states.a.next"), ("demo.yaml", "--var x"), ("demo.yaml", "$"), (inbox, "options.retries")]
+    plain = [{"path": "apiVersion", "message": "missing", "file": inbox}]
+    assert as_spec_file_errors(plain, "demo.yaml", inline=False) == [{**plain[0], "file": "demo.yaml"}]

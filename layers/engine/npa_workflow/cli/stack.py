@@ -196,8 +196,18 @@ def _names_a_file(spec: str) -> bool:
     return Path(spec).exists() or "/" in spec or Path(spec).suffix.lower() in (".yaml", ".yml", ".json")
 
 
-def _spec_path(path: str) -> str:
-    return "$" if path == "spec" else path.removeprefix("spec.")
+def as_spec_file_errors(errors: list[dict[str, Any]], spec: str, inline: bool) -> list[dict[str, Any]]:
+    """The inbox's errors said of the spec file they came from: every error of an uploaded spec; of a run request
+    carrying it `inline`, those about its `spec` (errors about the request itself, `vars`, `options`, stay)."""
+    out = []
+    for e in errors:
+        path = e.get("path", "$")
+        if not inline:
+            e = {**e, "file": spec}
+        elif path == "spec" or path.startswith("spec."):
+            e = {**e, "path": "$" if path == "spec" else path.removeprefix("spec."), "file": spec}
+        out.append(e)
+    return out
 
 
 def _with_code(document: dict[str, Any], spec: Path, client: Any) -> dict[str, Any]:
@@ -254,10 +264,10 @@ def submit_command(
     client = stack_client(endpoint, stack, bucket, region)
     from npa_workflow.engine.inbox import RUN_REQUEST_API
 
-    plain_spec = document.get("apiVersion") != RUN_REQUEST_API
     try:
         if code and Path(spec).is_file():
             document = _with_code(document, Path(spec), client)
+        inline = document.get("apiVersion") == RUN_REQUEST_API  # else the upload is the spec file as it is
         submitted = client.submit(document, timeout=timeout)
     except Exception as exc:
         problem = _stack_problem(exc, endpoint)
@@ -265,10 +275,10 @@ def submit_command(
             raise
         raise _fail("submit", problem) from None
     if submitted.rejected:
-        if plain_spec and document.get("apiVersion") == RUN_REQUEST_API:
-            # The spec went inline in a run request only to carry its code: report its paths as the spec's own.
-            submitted = replace(submitted, errors=[{**e, "path": _spec_path(e.get("path", "$"))}
-                                                   for e in submitted.errors])
+        if Path(spec).is_file():
+            # The user's file went inline in a run request (to carry --var, --run-id or its code): its problems are
+            # the file's own, at the file's paths (`states.a.next`, `--var x`, not `spec.states.a.next`).
+            submitted = replace(submitted, errors=as_spec_file_errors(submitted.errors, spec, inline))
         if as_json:
             print_json(submitted.to_json())
         _err(f"npa-workflow submit: rejected by the inbox (s3://{client.bucket}/{submitted.key}):")
