@@ -219,3 +219,19 @@ def test_inbox_errors_are_said_of_the_users_spec_file() -> None:
         ("demo.yaml", "states.a.next"), ("demo.yaml", "--var x"), ("demo.yaml", "$"), (inbox, "options.retries")]
     plain = [{"path": "apiVersion", "message": "missing", "file": inbox}]
     assert as_spec_file_errors(plain, "demo.yaml", inline=False) == [{**plain[0], "file": "demo.yaml"}]
+
+
+def test_graph_run_of_a_local_run_id_colours_it_from_its_report(local_run: tuple[Path, dict]) -> None:
+    home, _ = local_run
+    result = invoke("graph", str(home.parent / "tiny.yaml"), "--run", "tiny-1",
+                    env={"NPA_WORKFLOW_HOME": str(home), "NPA_WORKFLOW_ENDPOINT": ""})
+    assert result.exit_code == 0, result.output
+    assert 's_hello(["hello<br>terminal<br>SUCCEEDED"])' in result.output
+
+
+def test_graph_run_of_an_id_that_is_neither_a_file_nor_a_local_run(spec: Path, tmp_path: Path) -> None:
+    result = invoke("graph", str(spec), "--run", "nope-1",
+                    env={"NPA_WORKFLOW_HOME": str(tmp_path), "NPA_WORKFLOW_ENDPOINT": ""})
+    assert result.exit_code == 1
+    assert result.output.startswith("npa-workflow graph: error: --run nope-1: no such report file, and no local run "
+                                    f"'nope-1' under {tmp_path / 'runs'} (fix: a stack's run needs --endpoint URL")

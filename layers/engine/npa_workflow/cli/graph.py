@@ -48,6 +48,22 @@ def read_run_report(path: Path) -> dict[str, Any]:
     return report
 
 
+def _local_run_report(run: str) -> dict[str, Any]:
+    """`--run ID` with no stack and no such file: the report a local `run` of that id kept."""
+    from npa_workflow.cli.local_runs import local_run_dir, no_report_yet
+    from npa_workflow.cli.logs import logs_home
+
+    home = logs_home()
+    run_dir = local_run_dir(home, run)
+    if run_dir is None:
+        raise _fail(f"--run {run}: no such report file, and no local run {run!r} under {home / 'runs'} (fix: a "
+                    "stack's run needs --endpoint URL or --stack NAME; a file: what `npa-workflow run --json` "
+                    "printed)")
+    if not (run_dir / "report.json").is_file():
+        raise _fail(f"--run {run}: {no_report_yet(run)}")
+    return read_run_report(run_dir / "report.json")
+
+
 def _stack_report(run_id: str, endpoint: str | None, stack: str | None, bucket: str | None,
                   region: str | None) -> dict[str, Any]:
     from npa_workflow.cli.stack import stack_client
@@ -73,7 +89,8 @@ def graph_command(
         str | None,
         typer.Option("--run", help="Colour states by their status in a run (green succeeded, red failed, blue "
                      "running, grey cancelled, white not reached): a run id of the stack named by --endpoint or "
-                     "--stack, or a JSON file holding a run report (`npa-workflow run --json`)"),
+                     "--stack, else of a local `run`, or a JSON file holding a run report (`npa-workflow run "
+                     "--json`)"),
     ] = None,
     endpoint: EndpointOpt = None,
     stack: StackOpt = None,
@@ -102,8 +119,14 @@ def graph_command(
         print_problems(exc.problems)
         raise typer.Exit(1) from None
     if run is not None:
-        from_stack = not Path(run).is_file() and bool(endpoint or stack or bucket)
-        report = _stack_report(run, endpoint, stack, bucket, region) if from_stack else read_run_report(Path(run))
+        from npa_workflow.protocol.run_ids import run_id_problem
+
+        if Path(run).is_file() or run_id_problem(run):  # a path (a run id has no '/' or '.'): its read says why
+            report = read_run_report(Path(run))
+        elif endpoint or stack or bucket:
+            report = _stack_report(run, endpoint, stack, bucket, region)
+        else:
+            report = _local_run_report(run)
         graph = graph.with_statuses(statuses_from_report(graph, report), str(report.get("status") or ""))
     if fmt is GraphFormat.mermaid:
         text = render_mermaid(graph)

@@ -43,6 +43,12 @@ def _unended(run_dir: Path) -> str:
     return "RUNNING" if held_elsewhere(run_dir / RUN_STATE_DIR) else "INTERRUPTED"
 
 
+def no_report_yet(run_id: str) -> str:
+    """Why a local run has no report, and how to go on: what `status` and `graph --run` say."""
+    return (f"local run {run_id!r} has no report yet: it is running (its `run` shows it live) or its process was "
+            f"killed (fix: `npa-workflow run SPEC --run-id {run_id} --resume` continues it)")
+
+
 def local_runs(home: Path, limit: int) -> list[dict[str, str]]:
     """The local runs, newest first: run id, workflow, the latest execution's status, when the run started."""
     rows = []

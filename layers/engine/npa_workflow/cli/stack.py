@@ -372,7 +372,7 @@ def status_command(
 
 def _local_status(run: str) -> dict[str, Any]:
     """Without a stack: the report of a local `run` of this id (the one `run --json` printed), else exit 2."""
-    from npa_workflow.cli.local_runs import local_report, local_run_dir
+    from npa_workflow.cli.local_runs import local_report, local_run_dir, no_report_yet
     from npa_workflow.cli.logs import logs_home
 
     home = logs_home()
@@ -382,8 +382,7 @@ def _local_status(run: str) -> dict[str, Any]:
                                                   "(`npa-workflow list` names them)")
     report = local_report(run_dir)  # type: ignore[arg-type]  # _named_stack exits when run_dir is None
     if report is None:
-        _err(f"npa-workflow status: error: local run {run!r} has no report yet: it is running (its `run` shows it "
-             f"live) or its process was killed (fix: `npa-workflow run SPEC --run-id {run} --resume` continues it)")
+        _err(f"npa-workflow status: error: {no_report_yet(run)}")
         raise typer.Exit(1)
     return report
 
