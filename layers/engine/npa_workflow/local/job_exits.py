@@ -6,19 +6,46 @@ can complete at once (the tick stays as the safety net, as in the cloud). The lo
 folder changes the folder's modification time: one `stat` of the folder per poll sees any exit, without a hook
 in the executor; only when it changed is the folder listed, to tell a new exit file from a new job's record,
 log or lock.
+
+Between looks the waiter sleeps on the kernel's word where it can (Linux `inotify` on the folder: an entry
+created, written or renamed into it wakes it at once), else it polls every `POLL_SECONDS`. A wake-up is only a
+hint to look again, so the kernel's notice of an unrelated entry costs one `stat`; a missed notice costs at most
+`NOTIFY_SLICE_SECONDS` (the longest sleep between looks, which also bounds how late `stop` is seen).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import select
 import threading
 import time
+import weakref
 from pathlib import Path
 
 __all__ = ["JobExits"]
 
 POLL_SECONDS = 0.01
+NOTIFY_SLICE_SECONDS = 0.05
 EXIT_SUFFIX = ".exit"  # the local executor's `<job-id>.exit`
+# <sys/inotify.h>
+_IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x8, 0x80, 0x100
+_IN_NONBLOCK, _IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
+
+
+def _folder_notices(folder: Path) -> int | None:
+    """A non-blocking inotify descriptor watching `folder`, or None (not Linux, no such folder, no inotify)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+    except (OSError, AttributeError):
+        return None
+    if fd < 0:
+        return None
+    if libc.inotify_add_watch(fd, os.fsencode(folder), _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE) < 0:
+        os.close(fd)
+        return None
+    return fd
 
 
 class JobExits:
@@ -26,6 +53,30 @@ class JobExits:
         self.jobs_dir = Path(jobs_dir)
         self._seen = self._mtime()
         self._exits = self._exit_files()
+        self._notices: int | None = None
+
+    def _notices_fd(self) -> int | None:
+        if self._notices is None and self.jobs_dir.is_dir():
+            self._notices = _folder_notices(self.jobs_dir)
+            if self._notices is not None:
+                weakref.finalize(self, os.close, self._notices)
+        return self._notices
+
+    def _sleep(self, seconds: float, stop: threading.Event) -> bool:
+        """Sleep until the kernel notices a change in the folder (True) or for a slice of `seconds` (False)."""
+        fd = self._notices_fd()
+        if fd is None:
+            stop.wait(min(POLL_SECONDS, seconds))
+            return False
+        ready, _, _ = select.select([fd], [], [], min(NOTIFY_SLICE_SECONDS, seconds))
+        if not ready:
+            return False
+        try:
+            while os.read(fd, 65536):  # drain: the notices only say "look again"
+                pass
+        except BlockingIOError:
+            pass
+        return True
 
     def _mtime(self) -> int:
         try:
@@ -40,11 +91,13 @@ class JobExits:
         except FileNotFoundError:
             return set()
 
-    def changed(self) -> bool:
+    def changed(self, notified: bool = False) -> bool:
         """A job exited since the last call: the folder changed and holds an exit file it did not hold before (a
-        new job's record, log or lock changes the folder too, and is not an exit)."""
+        new job's record, log or lock changes the folder too, and is not an exit). `notified`: the kernel said
+        the folder changed, so it is listed even if its modification time looks the same (two changes within one
+        tick of the file system's clock)."""
         now = self._mtime()
-        if now == self._seen:
+        if now == self._seen and not notified:
             return False
         self._seen = now
         exits = self._exit_files()
@@ -55,11 +108,12 @@ class JobExits:
     def wait(self, timeout: float, stop: threading.Event) -> bool:
         """Until a job exits (True), `timeout` seconds pass or `stop` is set (False)."""
         deadline = time.monotonic() + timeout
+        notified = False
         while not stop.is_set():
-            if self.changed():
+            if self.changed(notified):
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            stop.wait(min(POLL_SECONDS, left))
+            notified = self._sleep(left, stop)
         return False

@@ -1,0 +1,67 @@
+"""`local.job_exits.JobExits`: a job's exit file wakes the waiter; other entries and `stop` do as they should."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from npa_workflow.local.job_exits import JobExits
+
+
+def later(seconds: float, action) -> threading.Thread:
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), action()), daemon=True)
+    thread.start()
+    return thread
+
+
+def exit_file(folder: Path, name: str) -> None:
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text("{}")
+    os.replace(tmp, folder / name)  # as the wrapper writes it: a rename into the folder
+
+
+def test_an_exit_wakes_the_waiter_and_other_entries_do_not(tmp_path: Path) -> None:
+    exits = JobExits(tmp_path)
+    stop = threading.Event()
+    later(0.05, lambda: exit_file(tmp_path, "local-a.json"))  # a record: not an exit
+    started = time.monotonic()
+    assert exits.wait(0.3, stop) is False
+    assert time.monotonic() - started >= 0.29
+    later(0.05, lambda: exit_file(tmp_path, "local-a.exit"))
+    started = time.monotonic()
+    assert exits.wait(5.0, stop) is True
+    assert time.monotonic() - started < 1.0
+    if sys.platform.startswith("linux"):
+        assert exits._notices_fd() is not None  # the kernel's notices, not polling
+    exit_file(tmp_path, "local-b.exit")
+    exit_file(tmp_path, "local-c.json")  # two changes, maybe within one tick of the file system's clock
+    assert exits.changed(notified=True) is True
+    assert exits.wait(0.05, stop) is False  # nothing new since
+
+
+def test_stop_ends_the_wait_and_a_missing_folder_is_polled(tmp_path: Path) -> None:
+    folder = tmp_path / "jobs"
+    exits = JobExits(folder)  # the executor creates the folder later
+    stop = threading.Event()
+    later(0.05, stop.set)
+    started = time.monotonic()
+    assert exits.wait(5.0, stop) is False
+    assert time.monotonic() - started < 1.0
+    stop.clear()
+    folder.mkdir()
+    later(0.05, lambda: exit_file(folder, "local-d.exit"))
+    assert exits.wait(5.0, stop) is True
+
+
+@pytest.mark.parametrize("notices", [False, True])
+def test_the_same_with_or_without_notices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, notices: bool) -> None:
+    if not notices:
+        monkeypatch.setattr("npa_workflow.local.job_exits._folder_notices", lambda folder: None)
+    exits = JobExits(tmp_path)
+    later(0.05, lambda: exit_file(tmp_path, "local-e.exit"))
+    assert exits.wait(5.0, threading.Event()) is True
