@@ -235,3 +235,18 @@ def test_graph_run_of_an_id_that_is_neither_a_file_nor_a_local_run(spec: Path, t
     assert result.exit_code == 1
     assert result.output.startswith("npa-workflow graph: error: --run nope-1: no such report file, and no local run "
                                     f"'nope-1' under {tmp_path / 'runs'} (fix: a stack's run needs --endpoint URL")
+
+
+@pytest.mark.parametrize("given", ["s3://engine-bucket", "s3://engine-bucket/", "engine-bucket"])
+def test_render_code_bucket_takes_a_bucket_or_its_s3_url(spec: Path, given: str) -> None:
+    result = invoke("render", str(spec), "--code-bucket", given)
+    assert result.exit_code == 0, result.output
+    assert "/npa-workflow/code: s3://engine-bucket/code/" in result.output
+    assert "s3://s3://" not in result.output
+
+
+@pytest.mark.parametrize("given", ["my bucket", "s3://My_Bucket/", "ab", ""])
+def test_render_code_bucket_that_is_no_bucket_name_is_a_usage_error(spec: Path, given: str) -> None:
+    result = invoke("render", str(spec), "--code-bucket", given)
+    assert result.exit_code == 2
+    assert "is not an S3 bucket name" in result.output

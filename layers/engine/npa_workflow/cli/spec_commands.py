@@ -7,6 +7,7 @@ typer and the option definitions; the spec stack, the planner and the renderers 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -138,6 +139,22 @@ def plan(
     print_waves(wave_plan) if wave_plan is not None else print_plan(the_plan)
 
 
+# AWS S3 bucket naming rules (general purpose buckets): 3-63 characters of lowercase letters, digits, '.' and '-',
+# beginning and ending with a letter or digit.
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def _bucket_name(value: str | None) -> str | None:
+    """`--code-bucket`: a bucket name; `s3://B` and `s3://B/` are taken as B (not `s3://s3://B//code/…`)."""
+    if value is None:
+        return None
+    name = value.removeprefix("s3://").rstrip("/")
+    if not _BUCKET_RE.match(name):
+        raise typer.BadParameter(f"{value!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.' and '-'; "
+                                 "the engine bucket: the stack's BucketName output)", param_hint="--code-bucket")
+    return name
+
+
 def render(
     spec: Annotated[Path, typer.Argument(help="Spec file", show_default=False)],
     catalog: CatalogOpt = None,
@@ -150,8 +167,9 @@ def render(
         "--job-groups", help="Instead: the existing engine's shape, one SkyPilot JobGroup per batch of a group "
                              "(this engine does not submit these)")] = False,
     code_bucket: Annotated[str | None, typer.Option(
-        "--code-bucket", help="Show the tasks mounting the step code as `submit` stages it in this engine bucket "
-                              "(s3://BUCKET/code/<digest>/)")] = None,
+        "--code-bucket", callback=_bucket_name,
+        help="Show the tasks mounting the step code as `submit` stages it in this engine bucket "
+             "(s3://BUCKET/code/<digest>/)")] = None,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
     """Print the SkyPilot YAML launch submits: one job per step, in plan order (first attempts)."""
