@@ -250,3 +250,38 @@ def test_render_code_bucket_that_is_no_bucket_name_is_a_usage_error(spec: Path, 
     result = invoke("render", str(spec), "--code-bucket", given)
     assert result.exit_code == 2
     assert "is not an S3 bucket name" in result.output
+
+
+def test_status_watch_json_prints_the_report_once_the_run_ended(tmp_path: Path) -> None:
+    """`status --watch --json` printed the report at once, RUNNING, instead of following the run until it ends."""
+    import time
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "tools.yaml").write_text("apiVersion: npa.workflow.tools/v1\ntools: {}\n")
+    (specs / "nap.yaml").write_text(SPEC.replace("name: tiny", "name: nap").replace("echo hello from tiny", "sleep 2"))
+    env = {**os.environ, "NPA_WORKFLOW_HOME": str(tmp_path / "home")}
+    env.pop("NPA_WORKFLOW_ENDPOINT", None)
+    cli = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]
+    port = closed_port_url().rsplit(":", 1)[1]
+    log = tmp_path / "serve.out"
+    with open(log, "w") as out:
+        serve = subprocess.Popen([*cli, "serve", "--port", port, "--catalog", str(specs / "tools.yaml")], env=env,
+                                 stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while "endpoint http://" not in log.read_text():
+            assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        endpoint = ["--endpoint", f"http://127.0.0.1:{port}"]
+        run_id = subprocess.run([*cli, "submit", str(specs / "nap.yaml"), "--no-code", *endpoint], env=env, text=True,
+                                capture_output=True, timeout=60, check=True).stdout.strip()
+        done = subprocess.run([*cli, "status", run_id, "--watch", "--json", *endpoint], env=env, text=True,
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["status"] == "SUCCEEDED"
+        assert [(w["state"], w["status"]) for w in report["waves"]] == [("hello", "SUCCEEDED")]
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)

@@ -356,8 +356,16 @@ def status_command(
     elif watch and not as_json:
         report = _watch("status", run, endpoint, stack, bucket, region)
     else:
-        report = with_gpu_waits(_on_stack("status", lambda client: client.report(run), endpoint, stack, bucket,
-                                          region))
+        def final_report(client: Any) -> Any:  # --watch --json: the report once the run has ended
+            client.wait(run)
+            return client.report(run)
+
+        try:
+            report = with_gpu_waits(_on_stack("status", final_report if watch else lambda client: client.report(run),
+                                              endpoint, stack, bucket, region))
+        except KeyboardInterrupt:
+            _err(f"npa-workflow status: stopped watching; run {run} goes on (npa-workflow cancel to stop)")
+            raise typer.Exit(130) from None
     if as_json:
         print_json(report)
     else:
