@@ -49,6 +49,14 @@ def test_syntax_error_names_the_line():
     assert message.startswith("not valid YAML at line 3, column 2: ")
 
 
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b"])
+def test_a_control_character_is_one_line_naming_where(char):
+    """PyYAML's ReaderError was printed as two lines (`…not allowed\\n  in "<unicode string>", position 11`)."""
+    path, message, hint = only_problem(f"a: 1\nb: x{char}y\n")
+    assert (path, message) == ("$", f"not valid YAML at line 2, column 5: control character U+{ord(char):04X}")
+    assert "\n" not in message + hint and hint.startswith("remove it")
+
+
 def test_bad_indentation_names_the_line():
     _, message, _ = only_problem("states:\n  a: 1\n b: 2\n")
     assert message.startswith("not valid YAML at line 3, column 2: ")

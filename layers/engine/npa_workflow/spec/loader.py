@@ -204,6 +204,13 @@ def load_yaml_text(text: str, file: str = "", limits: Limits = DEFAULT_LIMITS) -
     except yaml.MarkedYAMLError as exc:
         message, fix = _syntax_problem(exc, text)
         raise SpecError.single("$", message, fix, file) from None
+    except yaml.reader.ReaderError as exc:  # a control character (NUL, …): PyYAML's message spans two lines
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        character = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise SpecError.single("$", f"not valid YAML at line {line}, column {column}: control character "
+                               f"U+{ord(character):04X}", "remove it (YAML allows no control characters "
+                               "besides tab and line breaks)", file) from None
     except yaml.YAMLError as exc:
         raise SpecError.single("$", f"not valid YAML: {exc}", _SYNTAX_FIX, file) from None
     except RecursionError:
