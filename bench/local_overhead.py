@@ -34,6 +34,9 @@ on a loaded machine):
   `local.sdk_models` shares them across loaders. Same run, load ~1-2: overhead per wave 214 -> 98 ms, setup
   2.88 -> 1.46 s; `npa-workflow run` of a one-state echo spec 4.05 -> 1.99 s wall (median of 5, A/B 0.49);
   `serve` ready (serve.json written) 3.74 -> 2.54 s (median of 3).
+- An `UpdateExpression` parsed once per text; the waiting loop sleeps on inotify's notice of the jobs folder.
+  Final, 3 paired runs at load ~2.5: overhead per wave 0.195-0.356 -> 0.086-0.093 s, median gap 0.171-0.280 ->
+  0.080-0.083 s. What is left, and the floor of a wave's critical path: docs/local.md, "Third pass".
 """
 
 from __future__ import annotations
