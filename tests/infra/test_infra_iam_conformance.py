@@ -334,6 +334,13 @@ def test_the_watch_may_describe_an_ended_execution_and_reap_its_jobs(
                     name=stack.workflows.names[SPEC], roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
                     definition=json.dumps(wait))["stateMachineArn"]
                 execution = sfn.start_execution(stateMachineArn=machine_arn, name=run_id)["executionArn"]
+                # moto's StopExecution fails (AttributeError) on an execution whose worker has not started yet:
+                # stop it once it waits, as a running execution would be stopped on AWS.
+                deadline = time.monotonic() + 10
+                while not any(e["type"] == "WaitStateEntered"
+                              for e in sfn.get_execution_history(executionArn=execution)["events"]):
+                    assert time.monotonic() < deadline, "moto's execution never entered its Wait state"
+                    time.sleep(0.02)
                 sfn.stop_execution(executionArn=execution)  # ... and its reap event never arrived
                 engine.runs.freeze(run_id, SLOW_SPEC % sys.executable, "", {}, RunOptions())
                 engine.ledger.put_run(RunRecord(run_id=run_id, workflow="slow", execution_arn=execution))

@@ -331,6 +331,33 @@ def test_attempts_paginated_over_many_items(ledger: DynamoLedger) -> None:
     assert len(ledger.active_waves()) == 32
 
 
+def test_state_attempt_count_reads_only_that_states_attempts(ledger: DynamoLedger) -> None:
+    # The fence sequence of a launch: every attempt of its state (loop rounds, retries), none of another state,
+    # even one whose name begins with it (`train2`) or holds the key separator (`train|x`).
+    for round_ in (1, 2):
+        ledger.begin_attempt("r1", f"train|l1={round_}", state="train")
+    ledger.begin_attempt("r1", "train|l1=2", state="train", attempt=2)
+    ledger.begin_attempt("r1", "train2", state="train2")
+    ledger.begin_attempt("r1", "train|x", state="train|x")
+    ledger.begin_attempt("r2", "train", state="train")
+    seen: list[dict] = []
+    original = ledger.client.query
+
+    def recording(**kw: object) -> dict:
+        seen.append(kw)
+        return original(**kw)
+
+    ledger.client.query = recording  # type: ignore[method-assign]
+    try:
+        assert ledger.state_attempt_count("r1", "train") == 3
+        assert ledger.state_attempt_count("r1", "train2") == 1
+        assert ledger.state_attempt_count("r1", "train|x") == 1
+        assert ledger.state_attempt_count("r1", "absent") == 0
+    finally:
+        ledger.client.query = original  # type: ignore[method-assign]
+    assert all(kw["Select"] == "COUNT" for kw in seen)  # counted by the service: no item comes back
+
+
 def test_pagination_over_one_megabyte(ledger: DynamoLedger) -> None:
     """DynamoDB pages at 1 MB even without a Limit: 15 items of ~100 KB need more than one page."""
     calls = 0

@@ -83,7 +83,7 @@ def _job_name(visit: Visit, attempt: int) -> str:
 def _fence_sequence(engine: Engine, visit: Visit) -> int:
     """Grows with every wave attempt of this state in the run (loop rounds, retries): a stale job of an
     earlier round is told from the current one. Attempts of one state never launch at once."""
-    return sum(1 for a in engine.ledger.attempts(visit.run_id) if a.state == visit.state)
+    return engine.ledger.state_attempt_count(visit.run_id, visit.state)
 
 
 def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:

@@ -392,6 +392,31 @@ class DynamoLedger:
         )
         return [WaveAttempt.from_item(i) for i in items]
 
+    def state_attempt_count(self, run_id: str, state: str) -> int:
+        """How many attempts of `state` the run has, over every loop round and retry (a launch's fence sequence).
+
+        Counted by DynamoDB (`Select=COUNT`: no item comes back) over the state's own sort-key range — the wave
+        keys `<state>` and `<state>|<counters>` both begin `WAVE#<state>` — filtered to exactly that state (a
+        longer name such as `train2` shares the prefix). Reading every attempt of the run instead made each launch
+        of a 10,000-member group read the whole run's partition: O(members²) reads on AWS."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "FilterExpression": "#state = :state",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}, ":prefix": {"S": f"WAVE#{key_part(state)}"},
+                                          ":state": {"S": state}},
+            "Select": "COUNT",
+            "ConsistentRead": True,
+        }
+        count = 0
+        while True:  # a COUNT query still stops at 1 MB read per page (DynamoDB Query): follow every page
+            resp = self.client.query(**kwargs)
+            count += int(resp.get("Count", 0))
+            if not resp.get("LastEvaluatedKey"):
+                return count
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
     def open_attempts(self, run_id: str) -> list[WaveAttempt]:
         """The run's attempts not yet terminal, read from the base table with a consistent read. Cleanup and
         reap use this, not `active_waves`: a GSI is eventually consistent (on AWS a just-launched attempt may
