@@ -285,3 +285,15 @@ def test_status_watch_json_prints_the_report_once_the_run_ended(tmp_path: Path) 
     finally:
         serve.terminate()
         serve.wait(timeout=30)
+
+
+@pytest.mark.parametrize("command", ["plan", "render", "compile", "graph"])
+def test_a_catalog_given_as_the_spec_is_one_line(command: str, tmp_path: Path) -> None:
+    """It was a line per workflow field the catalog lacks (apiVersion, kind, states, …)."""
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text("apiVersion: npa.workflow.tools/v1\ntools: {}\n")
+    result = invoke(command, str(catalog))
+    assert result.exit_code == 1
+    assert result.output == (f"{catalog}: apiVersion: this is a tool catalog (npa.workflow.tools/v1), not a workflow "
+                             "spec (fix: name a workflow spec (apiVersion: npa.workflow/v0.0.1); give a catalog with "
+                             "--catalog FILE)\n")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, find_catalog, load_catalog_file
+from npa_workflow.errors import SpecError
+from npa_workflow.spec.catalog import CATALOG_API_VERSION, EMPTY_CATALOG, Catalog, find_catalog, load_catalog_file
 from npa_workflow.spec.loader import load_yaml_file, load_yaml_text
 from npa_workflow.spec.validate import LoadedSpec, validate_document
 
@@ -26,6 +27,11 @@ def load_spec(
     allow_unknown_keys: bool = False,
 ) -> LoadedSpec:
     raw = load_yaml_file(path)
+    if isinstance(raw, dict) and raw.get("apiVersion") == CATALOG_API_VERSION:
+        # One line for the whole mistake, not a line per workflow field the catalog lacks.
+        raise SpecError.single("apiVersion", f"this is a tool catalog ({CATALOG_API_VERSION}), not a workflow spec",
+                               "name a workflow spec (apiVersion: npa.workflow/v0.0.1); give a catalog with "
+                               "--catalog FILE", str(path))
     cat = resolve_catalog(catalog, path)
     return validate_document(raw, file=str(path), catalog=cat, overrides=overrides, strict=strict,
                              allow_unknown_keys=allow_unknown_keys)
