@@ -37,7 +37,7 @@ def test_an_exit_wakes_the_waiter_and_other_entries_do_not(tmp_path: Path) -> No
     assert exits.wait(5.0, stop) is True
     assert time.monotonic() - started < 1.0
     if sys.platform.startswith("linux"):
-        assert exits._notices_fd() is not None  # the kernel's notices, not polling
+        assert exits._notices_of_folder() is not None  # the kernel's notices, not polling
     exit_file(tmp_path, "local-b.exit")
     exit_file(tmp_path, "local-c.json")  # two changes, maybe within one tick of the file system's clock
     assert exits.changed(notified=True) is True

@@ -7,45 +7,46 @@ folder changes the folder's modification time: one `stat` of the folder per poll
 in the executor; only when it changed is the folder listed, to tell a new exit file from a new job's record,
 log or lock.
 
-Between looks the waiter sleeps on the kernel's word where it can (Linux `inotify` on the folder: an entry
-created, written or renamed into it wakes it at once), else it polls every `POLL_SECONDS`. A wake-up is only a
-hint to look again, so the kernel's notice of an unrelated entry costs one `stat`; a missed notice costs at most
-`NOTIFY_SLICE_SECONDS` (the longest sleep between looks, which also bounds how late `stop` is seen).
+Between looks the waiter sleeps on the kernel's word where it can (Linux `inotify` on the folder, through
+`inotify_simple`: an entry created, written or renamed into it wakes it at once), else it polls every
+`POLL_SECONDS`. A wake-up is only a hint to look again, so the kernel's notice of an unrelated entry costs one
+`stat`; a missed notice costs at most `NOTIFY_SLICE_SECONDS` (the longest sleep between looks, which also bounds
+how late `stop` is seen).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import threading
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 __all__ = ["JobExits"]
 
 POLL_SECONDS = 0.01
 NOTIFY_SLICE_SECONDS = 0.05
 EXIT_SUFFIX = ".exit"  # the local executor's `<job-id>.exit`
-# <sys/inotify.h>
-_IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x8, 0x80, 0x100
-_IN_NONBLOCK, _IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
 
 
-def _folder_notices(folder: Path) -> int | None:
-    """A non-blocking inotify descriptor watching `folder`, or None (not Linux, no such folder, no inotify)."""
+def _folder_notices(folder: Path) -> Any:
+    """A non-blocking `inotify_simple.INotify` watching `folder`, or None (not Linux, no such folder, no inotify)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-    except (OSError, AttributeError):
+        from inotify_simple import INotify, flags
+    except (ImportError, OSError):  # the package is installed on Linux only (pyproject: sys_platform marker)
         return None
-    if fd < 0:
+    try:
+        notices = INotify(nonblocking=True)
+    except (OSError, AttributeError):  # AttributeError: a libc without inotify_init1
         return None
-    if libc.inotify_add_watch(fd, os.fsencode(folder), _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE) < 0:
-        os.close(fd)
+    try:
+        notices.add_watch(folder, flags.CLOSE_WRITE | flags.MOVED_TO | flags.CREATE)
+    except OSError:
+        notices.close()
         return None
-    return fd
+    return notices
 
 
 class JobExits:
@@ -53,29 +54,25 @@ class JobExits:
         self.jobs_dir = Path(jobs_dir)
         self._seen = self._mtime()
         self._exits = self._exit_files()
-        self._notices: int | None = None
+        self._notices: Any = None
 
-    def _notices_fd(self) -> int | None:
+    def _notices_of_folder(self) -> Any:
         if self._notices is None and self.jobs_dir.is_dir():
             self._notices = _folder_notices(self.jobs_dir)
             if self._notices is not None:
-                weakref.finalize(self, os.close, self._notices)
+                weakref.finalize(self, self._notices.close)
         return self._notices
 
     def _sleep(self, seconds: float, stop: threading.Event) -> bool:
         """Sleep until the kernel notices a change in the folder (True) or for a slice of `seconds` (False)."""
-        fd = self._notices_fd()
-        if fd is None:
+        notices = self._notices_of_folder()
+        if notices is None:
             stop.wait(min(POLL_SECONDS, seconds))
             return False
-        ready, _, _ = select.select([fd], [], [], min(NOTIFY_SLICE_SECONDS, seconds))
+        ready, _, _ = select.select([notices], [], [], min(NOTIFY_SLICE_SECONDS, seconds))
         if not ready:
             return False
-        try:
-            while os.read(fd, 65536):  # drain: the notices only say "look again"
-                pass
-        except BlockingIOError:
-            pass
+        notices.read(timeout=0)  # drain: the notices only say "look again"
         return True
 
     def _mtime(self) -> int:
