@@ -333,6 +333,17 @@ def test_no_arguments_shows_help(runner):
     assert "plan" in result.output
 
 
+def test_version_and_short_help(runner):
+    from importlib.metadata import version
+
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0 and shown.output.strip() == f"npa-workflow {version('npa-workflow')}"
+    for argv in (["-h"], ["validate", "-h"], ["jobs", "-h"]):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 0, (argv, result.output)
+        assert result.output.startswith("Usage: "), argv
+
+
 def test_help_at_80_columns_keeps_every_option_name_whole():
     env = {**os.environ, "COLUMNS": "80"}
     done = subprocess.run([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "run", "--help"],

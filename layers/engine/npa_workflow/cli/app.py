@@ -37,7 +37,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _root() -> None:
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"npa-workflow {version('npa-workflow')}")
+        except PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+            typer.echo("npa-workflow (not installed: no version recorded)")
+        raise typer.Exit()
+
+
+def _root(
+    show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                      help="Print the installed version and exit."),
+) -> None:
     # A callback keeps the app a group even when it holds a single command (typer would otherwise make that
     # command the whole program, and `npa-workflow validate x` would read "validate" as a spec path).
     pass
@@ -54,6 +68,7 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
         # Plain help: an 80-column terminal shows every option name whole (rich's panels cut them), and it
         # prints without rendering rich tables at start-up.
         rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},  # every command's help, as users type it
     )
     cli.callback()(_root)
     for name in names or COMMANDS:
