@@ -297,3 +297,38 @@ def test_a_catalog_given_as_the_spec_is_one_line(command: str, tmp_path: Path) -
     assert result.output == (f"{catalog}: apiVersion: this is a tool catalog (npa.workflow.tools/v1), not a workflow "
                              "spec (fix: name a workflow spec (apiVersion: npa.workflow/v0.0.1); give a catalog with "
                              "--catalog FILE)\n")
+
+
+def test_status_of_a_local_run_whose_process_was_killed_is_built_from_its_ledger(tmp_path: Path) -> None:
+    """No report was written (kill -9 mid-wave): `status` reads the run's ledger, says INTERRUPTED and how to go
+    on; it said only "no report yet"."""
+    import signal
+    import time
+
+    (tmp_path / "nap.yaml").write_text(SPEC.replace("name: tiny", "name: nap")
+                                       .replace("echo hello from tiny", "sleep 60"))
+    env = {**os.environ, "NPA_WORKFLOW_HOME": str(tmp_path / "home")}
+    env.pop("NPA_WORKFLOW_ENDPOINT", None)
+    runtime = subprocess.Popen([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "run",
+                                str(tmp_path / "nap.yaml"), "--run-id", "nap-1"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    jobs = tmp_path / "home" / "jobs"
+    try:
+        deadline = time.monotonic() + 60
+        while not list(jobs.glob("local-*.log")):  # the wave's job has started
+            assert runtime.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        runtime.send_signal(signal.SIGKILL)
+        runtime.wait(timeout=10)
+        status = {"NPA_WORKFLOW_HOME": str(tmp_path / "home"), "NPA_WORKFLOW_ENDPOINT": ""}
+        report = json.loads(invoke("status", "nap-1", "--json", env=status).output)
+        assert report["status"] == "INTERRUPTED"
+        assert [w["state"] for w in report["waves"]] == ["hello"]
+        assert "--run-id nap-1 --resume" in report["error"]["message"]
+        assert json.loads(invoke("status", "nap-1", "--watch", "--json", env=status).output)["status"] == \
+            "INTERRUPTED"  # a run no process holds is not followed forever
+    finally:
+        if runtime.poll() is None:
+            runtime.kill()
+        for record in jobs.glob("local-*.json"):  # the job outlived its runtime (kill -9): stop it by exact id
+            invoke("jobs", "cancel", record.stem, "--grace", "0", env={"NPA_WORKFLOW_HOME": str(tmp_path / "home")})

@@ -43,6 +43,60 @@ def _unended(run_dir: Path) -> str:
     return "RUNNING" if held_elsewhere(run_dir / RUN_STATE_DIR) else "INTERRUPTED"
 
 
+def _ended(run_dir: Path) -> str:
+    """The latest execution's status once it ended ("" before): the runtime writes it into meta.json when the
+    execution ends, and report.json just after."""
+    meta = _read_json(run_dir / "meta.json")
+    executions = meta.get("executions") if isinstance(meta, dict) else None
+    last = executions[-1] if executions and isinstance(executions[-1], dict) else {}
+    return str(last.get("status") or "")
+
+
+class LocalRunFollower:
+    """What `status` shows of a local run: its report once its execution has ended, else (running, or its process
+    killed) a report built from its ledger, read as `logs` reads it (SQLite in WAL mode: every committed write).
+    The runtime's lock says whether a process still holds the run; it is probed at most every
+    `lock_probe_seconds`, because a probe takes the lock for an instant and a `run --resume` starting in that
+    instant would be refused."""
+
+    def __init__(self, run_dir: Path, lock_probe_seconds: float = 5.0) -> None:
+        self.run_dir = run_dir
+        self.lock_probe_seconds = lock_probe_seconds
+        self._probed_at = -lock_probe_seconds
+        self._held = False
+        self._loaded: Any = None
+
+    def _still_held(self) -> bool:
+        import time
+
+        from npa_workflow.local.durable_aws import RUN_STATE_DIR, held_elsewhere
+
+        if time.monotonic() - self._probed_at >= self.lock_probe_seconds:
+            self._held, self._probed_at = held_elsewhere(self.run_dir / RUN_STATE_DIR), time.monotonic()
+        return self._held
+
+    def report(self) -> dict[str, Any] | None:
+        """The report now; None when the run kept neither a report nor a readable ledger and spec."""
+        ended = _ended(self.run_dir)
+        if ended and (done := local_report(self.run_dir)) is not None:
+            return done
+        from npa_workflow.cli.logs import local_run_spec
+        from npa_workflow.local.durable_aws import run_ledger_items
+        from npa_workflow.local.report import build_report
+
+        if self._loaded is None:
+            self._loaded = local_run_spec(self.run_dir)
+        items = run_ledger_items(self.run_dir)
+        if items is None or self._loaded is None:
+            return None
+        status = ended or ("RUNNING" if self._still_held() else "INTERRUPTED")
+        return build_report(run_id=self.run_dir.name, workflow=self._loaded.spec.name, loaded=self._loaded,
+                            status=status, items=items, execution_arn="",
+                            interrupted_reason="" if status != "INTERRUPTED" else
+                            "its `npa-workflow run` ended before the run did (Ctrl-C or a kill): `run SPEC "
+                            f"--run-id {self.run_dir.name} --resume` continues it")
+
+
 def no_report_yet(run_id: str) -> str:
     """Why a local run has no report, and how to go on: what `status` and `graph --run` say."""
     return (f"local run {run_id!r} has no report yet: it is running (its `run` shows it live) or its process was "

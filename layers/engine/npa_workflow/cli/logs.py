@@ -132,10 +132,10 @@ def local_run_sources(run_id: str, home: Path) -> list[LogSource]:
         raise LookupError(f"no local run {run_id!r} under {home / 'runs'} (a run's logs are found from the folder "
                           "it was started in, or $NPA_WORKFLOW_HOME; a serve stack: --endpoint URL)")
     waves = [WaveAttempt.from_item(item) for item in items if item.get("kind", {}).get("S") == "WAVE"]
-    return _sources(waves, _local_spec(run_dir), home)
+    return _sources(waves, local_run_spec(run_dir), home)
 
 
-def _local_spec(run_dir: Path) -> Any:
+def local_run_spec(run_dir: Path) -> Any:
     """The run's spec (for loop rounds), when its file is still readable; None otherwise."""
     from npa_workflow.errors import SpecError
     from npa_workflow.spec.load import load_spec

@@ -352,7 +352,7 @@ def status_command(
     from npa_workflow.cli.progress import print_summary, with_gpu_waits
 
     if not (endpoint or stack or bucket):
-        report = _local_status(run)
+        report = _local_status(run, watch, as_json)
     elif watch and not as_json:
         report = _watch("status", run, endpoint, stack, bucket, region)
     else:
@@ -378,21 +378,43 @@ def status_command(
         console.print(f"(npa-workflow logs {run} [STATE] [--iteration N] prints a step's output)", highlight=False)
 
 
-def _local_status(run: str) -> dict[str, Any]:
-    """Without a stack: the report of a local `run` of this id (the one `run --json` printed), else exit 2."""
-    from npa_workflow.cli.local_runs import local_report, local_run_dir, no_report_yet
-    from npa_workflow.cli.logs import logs_home
+def _local_status(run: str, watch: bool, as_json: bool) -> dict[str, Any]:
+    """Without a stack: a local `run` of this id — its report once it ended (what `run --json` printed), else one
+    built from its ledger as it goes (`--watch`: followed until it ends); no such run: exit 2."""
+    import time
+
+    from npa_workflow.cli.local_runs import LocalRunFollower, local_run_dir, no_report_yet
+    from npa_workflow.cli.logs import local_run_spec, logs_home
+    from npa_workflow.cli.progress import plan_states, watch_report
 
     home = logs_home()
     run_dir = local_run_dir(home, run)
     if run_dir is None:
         _named_stack("status", None, None, None, f"; no local run {run!r} under {home / 'runs'} either "
                                                   "(`npa-workflow list` names them)")
-    report = local_report(run_dir)  # type: ignore[arg-type]  # _named_stack exits when run_dir is None
+    follower = LocalRunFollower(run_dir)  # type: ignore[arg-type]  # _named_stack exits when run_dir is None
+    report = follower.report()
     if report is None:
         _err(f"npa-workflow status: error: {no_report_yet(run)}")
         raise typer.Exit(1)
-    return report
+    if not watch or report["status"] != "RUNNING":
+        return report
+
+    def fetch() -> dict[str, Any]:
+        nonlocal report
+        report = follower.report() or report  # a read that fails once (the run just ending): the last one stands
+        return report
+
+    try:
+        if not as_json:
+            loaded = local_run_spec(run_dir)  # type: ignore[arg-type]
+            return watch_report(fetch, plan_states(loaded) if loaded is not None else [], Console(soft_wrap=True))
+        while fetch()["status"] == "RUNNING":
+            time.sleep(1.0)
+        return report
+    except KeyboardInterrupt:
+        _err(f"npa-workflow status: stopped watching; run {run} goes on in the `npa-workflow run` that started it")
+        raise typer.Exit(130) from None
 
 
 # ------------------------------------------------------------------------------------------------ cancel / resume
