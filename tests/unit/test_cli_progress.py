@@ -43,6 +43,13 @@ def test_the_header_says_the_real_duration_and_a_running_run_shows_no_error():
     assert "error" not in running
 
 
+def test_a_report_without_an_execution_counts_no_history():
+    """A local run read from its ledger as it goes has no execution to count: not "0 state transitions"."""
+    assert "— 3 state transitions, 9 history events" in shown(report(status="RUNNING", execution_arn="arn:x"))
+    text = shown(report(status="RUNNING", execution_arn="", state_transitions=0, history_events=0))
+    assert "\nRUNNING in " in text and "state transitions" not in text
+
+
 def test_one_sentence_per_failure():
     error = {"state": "shard-0", "message": f"state 'shard-0': state 'shard-0' (job {JOB}): job {JOB} failed"}
     assert error_sentence(error) == f"state 'shard-0': job {JOB} failed"

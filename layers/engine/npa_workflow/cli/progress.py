@@ -178,9 +178,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
     status = report["status"]
     took = run_duration(report)
+    # Without an execution (a local run read from its ledger while it goes) there is no history to count.
+    counted = (f"— {report.get('state_transitions', 0)} state transitions, {report.get('history_events', 0)} "
+               "history events") if report.get("execution_arn", "-") else ""
     console.print(Text(f"{status}" + (f" in {took}" if took else ""), style=f"bold {STYLE.get(status, '')}"),
-                  f"— {report.get('state_transitions', 0)} state transitions, {report.get('history_events', 0)} "
-                  "history events", highlight=False)
+                  counted, highlight=False)
     if report.get("error") and status != "RUNNING":  # a running run has no error yet, whatever came before
         console.print(Text(f"error: {error_sentence(report['error'])}", style="red"), highlight=False)
 
