@@ -282,3 +282,28 @@ def test_a_trigger_whose_completion_failed_is_completed_on_the_next_wake_up(engi
     monkeypatch.setattr(engine.callbacks, "succeed", real)
     assert watch_pass(engine).triggers_completed == 1
     assert [c[0] for c in engine.callbacks.outcomes("tt")] == ["succeed"]
+
+
+def test_a_recorded_cancel_whose_stop_never_came_is_finished_by_the_watch(engine, monkeypatch):
+    # `npa-workflow cancel` writes the CANCEL item, then stops the execution; killed in between, the run's
+    # running job must not run on: the watch cancels it by id and its token fails as Wave.Cancelled (not retried).
+    running_waves(engine, 2)
+    try:
+        wait_running(engine, 2)
+        engine.ledger.request_cancel("s0", "npa-workflow cancel")
+        [job] = [a.job_id for a in engine.ledger.attempts("s0")]
+        reads: list[str] = []
+        real = engine.ledger.cancel_requested
+        monkeypatch.setattr(engine.ledger, "cancel_requested", lambda run_id: (reads.append(run_id), real(run_id))[1])
+        clock = HeartbeatClock()
+        report = watch_pass(engine, heartbeat_every_seconds=120, clock=clock)
+        assert report.cancelled == [job]
+        assert sorted(reads) == ["s0", "s1"]  # once per run, when its heartbeat was due
+        assert watch_pass(engine, heartbeat_every_seconds=120, clock=clock).cancelled == []
+        assert sorted(reads) == ["s0", "s1"]  # no heartbeat due: no read
+        [(kind, _, (error, _cause))] = settle(engine, "tok0")
+        assert (kind, error) == ("fail", "Wave.Cancelled")
+        assert engine.ledger.latest_attempt("s0", "work|refine=1").status == WaveStatus.CANCELLED
+        assert engine.ledger.latest_attempt("s1", "work|refine=1").status == WaveStatus.RUNNING  # not cancelled
+    finally:
+        engine.executor.cancel([a.job_id for a in engine.ledger.active_waves() if a.job_id])

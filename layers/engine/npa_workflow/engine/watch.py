@@ -12,7 +12,8 @@ when its budget (the Lambda's remaining time, less a margin) runs out and leaves
 tick. A wave costs calls only when something changed: the ledger is written when its status or job
 id changes, a heartbeat is sent when one is due (`heartbeat_every_seconds`), not every tick; a wave
 needing no call is counted without a trip through the pool, and the active-index Query reads only
-`WATCH_FIELDS`. A lost reap is handled once per run per pass (`_Pass.orphaned`).
+`WATCH_FIELDS`. A lost reap is handled once per run per pass (`_Pass.orphaned`), and so is a cancel whose
+StopExecution never came (`_Pass.finish_cancel`, read only when a heartbeat is due).
 
 Isolation: one wave's failure never stops the pass. An output the watch role cannot read (S3 403)
 fails that wave alone as `Wave.ConfigurationFailed`, naming the URI and the missing permission; any
@@ -66,6 +67,7 @@ class WatchReport:
     deferred: int = 0  # waves left to the next tick: the pass ran out of budget
     errors: list[str] = field(default_factory=list)  # one line per wave whose tending failed
     reaped: list[str] = field(default_factory=list)  # runs whose ended execution still had jobs (reap missed)
+    cancelled: list[str] = field(default_factory=list)  # jobs of runs whose recorded cancel was never carried out
 
 
 class HeartbeatClock:
@@ -121,6 +123,7 @@ class _Pass:
         self.orphan_lock = threading.Lock()
         self.run_checks: dict[str, _ExecutionCheck] = {}  # see `orphaned`: each run's execution described once
         self.reaped_runs: set[str] = set()
+        self.cancels: dict[str, bool] = {}  # see `cancel_recorded`: each run's CANCEL item read once per pass
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and self.now() >= self.deadline
@@ -140,11 +143,35 @@ class _Pass:
             return  # a run reaped this pass: its jobs are cancelled and its tokens gone
         at = self.now()
         if self.clock.due(token, self.heartbeat_every, at):
+            if wave.job_id and self.cancel_recorded(wave.run_id):
+                self.finish_cancel(wave)
             alive = self.engine.callbacks.heartbeat(token)
             self.clock.beat(token, at)
             self.add(heartbeats=1)
             if alive is False:
                 self.orphaned(wave)
+
+    def cancel_recorded(self, run_id: str) -> bool:
+        """`npa-workflow cancel` wrote the run's CANCEL item. Read when a heartbeat is due (not every tick), once
+        per run per pass: the check costs a GetItem per run at the heartbeat's cadence."""
+        with self.lock:
+            known = self.cancels.get(run_id)
+        if known is None:
+            known = self.engine.ledger.cancel_requested(run_id) is not None
+            with self.lock:
+                self.cancels[run_id] = known
+        return known
+
+    def finish_cancel(self, wave: WaveAttempt) -> None:
+        """A cancel recorded while the run still has a running job: the `cancel` that wrote the CANCEL item died
+        before StopExecution (Ctrl-C, kill -9, a lost connection), or the stop's reap has not come yet. Cancel
+        the job by its exact id: the next tick sees it CANCELLED and fails its token as `Wave.Cancelled`, which
+        the machine does not retry, so its Catch ends the run through cleanup with the cancel's reason (launches
+        already refuse). Cancelling a job twice is harmless: the scheduler keeps its first end."""
+        LOG.info("watch: run %s was cancelled (CANCEL item) but job %s of state '%s' still runs: cancelling it",
+                 wave.run_id, wave.job_id, wave.state)
+        self.engine.executor.cancel([wave.job_id])
+        self.append("cancelled", wave.job_id)
 
     def orphaned(self, wave: WaveAttempt) -> None:
         """The heartbeat found the token gone (TaskDoesNotExist / InvalidToken / TaskTimedOut). If the run's
