@@ -110,6 +110,20 @@ class _ExecutionCheck:
     execution_arn: str = ""
 
 
+class _Once:
+    """A value computed by the first thread that asks; the pool's other threads asking meanwhile wait for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: bool | None = None
+
+    def value(self, compute: Callable[[], bool]) -> bool:
+        with self._lock:
+            if self._value is None:
+                self._value = compute()
+            return self._value
+
+
 class _Pass:
     def __init__(self, engine: Engine, deadline: float | None, heartbeat_every: float, clock: HeartbeatClock,
                  now: Callable[[], float]) -> None:
@@ -123,7 +137,7 @@ class _Pass:
         self.orphan_lock = threading.Lock()
         self.run_checks: dict[str, _ExecutionCheck] = {}  # see `orphaned`: each run's execution described once
         self.reaped_runs: set[str] = set()
-        self.cancels: dict[str, bool] = {}  # see `cancel_recorded`: each run's CANCEL item read once per pass
+        self.cancels: dict[str, _Once] = {}  # see `cancel_recorded`: each run's CANCEL item read once per pass
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and self.now() >= self.deadline
@@ -155,12 +169,8 @@ class _Pass:
         """`npa-workflow cancel` wrote the run's CANCEL item. Read when a heartbeat is due (not every tick), once
         per run per pass: the check costs a GetItem per run at the heartbeat's cadence."""
         with self.lock:
-            known = self.cancels.get(run_id)
-        if known is None:
-            known = self.engine.ledger.cancel_requested(run_id) is not None
-            with self.lock:
-                self.cancels[run_id] = known
-        return known
+            once = self.cancels.setdefault(run_id, _Once())
+        return once.value(lambda: self.engine.ledger.cancel_requested(run_id) is not None)
 
     def finish_cancel(self, wave: WaveAttempt) -> None:
         """A cancel recorded while the run still has a running job: the `cancel` that wrote the CANCEL item died
