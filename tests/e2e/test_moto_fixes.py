@@ -44,3 +44,20 @@ def test_a_failed_member_of_a_distributed_map_fails_the_group_and_the_run_with_i
     # the Map stopped handing out members after the failure: with 8 at a time, most of the 41 never started
     assert len([s for s in states if s.startswith("m")]) < len(MEMBERS)
     assert all(status in ("SUCCEEDED", "CANCELLED", "FAILED") for status in states.values())
+
+
+def test_a_group_member_past_its_deadline_fails_the_group_as_a_timeout(tmp_path: Path) -> None:
+    """AWS: an inline Map whose iteration failed with States.Timeout fails with States.Timeout, and its Catch sees
+    a timeout; moto 5.2.5 failed it with States.Runtime, "Custom Error Names MUST NOT begin with the prefix
+    'States.'", so the run's error was moto's complaint and --no-cancel-on-timeout did not apply to groups."""
+    ws = workspace(tmp_path)
+    spec = ws / "fanout.yaml"
+    spec.write_text((Path(__file__).resolve().parents[2] / "specs" / "fanout.yaml").read_text())
+    report = run(spec, tmp_path / "home", run_id="slow-group", max_wait_seconds=3,
+                 variables={"shard_sleep": "30"})
+    assert report["status"] == "FAILED"
+    message = report["error"]["message"]
+    assert "Custom Error Names" not in message
+    assert report["error"]["state"] == "shards"
+    assert "timed out" in message and "deadline of 3 s" in message and "States.Timeout" in message
+    assert {w["status"] for w in report["waves"] if w["state"].startswith("shard-")} == {"CANCELLED"}

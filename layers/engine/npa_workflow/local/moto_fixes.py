@@ -9,6 +9,9 @@ moto's interpreter lives here, each naming the AWS behaviour it restores and the
 3. A Distributed Map fails when its failed children exceed the tolerated failure threshold, with
    `States.ExceedToleratedFailureThreshold` (AWS; the default tolerance is 0), and starts no further children;
    moto counts the failure and lets the Map succeed.
+4. An inline Map whose iteration failed with a `States.*` error fails with that error (AWS: e.g. a member Task
+   past its deadline fails the Map with `States.Timeout`, which the Map's Catch sees); moto fails it with
+   `States.Runtime`, "Custom Error Names MUST NOT begin with the prefix 'States.'".
 
 The tests name each behaviour: tests/e2e/test_moto_fixes.py.
 """
@@ -30,7 +33,7 @@ EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was 
 
 @contextlib.contextmanager
 def moto_fixes() -> Iterator[None]:
-    with task_token_fixes(), distributed_map_failures():
+    with task_token_fixes(), distributed_map_failures(), map_iteration_errors():
         yield
 @contextlib.contextmanager
 def task_token_fixes() -> Iterator[None]:
@@ -155,3 +158,37 @@ def distributed_map_failures() -> Iterator[None]:
     finally:
         DistributedIterationComponent._map_run = original_map_run
         DistributedItemProcessorWorker._eval_job = original_eval_job
+
+
+@contextlib.contextmanager
+def map_iteration_errors() -> Iterator[None]:
+    """Fix 4: a Map iteration's `States.*` error reaches the Map as itself.
+
+    moto 5.2.5's iteration worker names a failed iteration's error with `CustomErrorName(error)`, whose
+    constructor refuses the `States.` prefix (custom names may not use it): the `ValueError` turns the Map's
+    failure into `States.Runtime`, so a member that timed out (`States.Timeout`) or whose Lambda failed
+    (`States.TaskFailed`) fails its group with moto's complaint instead of the member's error, and the
+    group's Catch cannot tell a timeout. Seam: the module-level name `CustomErrorName` in moto's
+    `iteration_worker`, replaced by a factory giving a `States.*` name moto's own `StatesErrorName` (any other
+    name still a `CustomErrorName`)."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import iteration_worker
+
+    def error_name_of(error_name: str | None) -> ErrorName:
+        if error_name is not None and error_name.startswith("States."):
+            try:
+                return StatesErrorName.from_name(error_name)
+            except ValueError:  # a States.* name moto's grammar does not list: keep its text
+                named = CustomErrorName(None)
+                ErrorName.__init__(named, error_name)
+                return named
+        return CustomErrorName(error_name)
+
+    original = iteration_worker.CustomErrorName
+    iteration_worker.CustomErrorName = error_name_of
+    try:
+        yield
+    finally:
+        iteration_worker.CustomErrorName = original
