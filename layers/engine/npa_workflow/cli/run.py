@@ -35,7 +35,8 @@ from npa_workflow.protocol.keys import WaveKey
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
     from npa_workflow.ledger import WaveAttempt
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_USAGE = 2  # README: exit codes
 
 
 def _label(wave: WaveAttempt) -> str:
@@ -178,12 +179,22 @@ def run_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a spec on this machine: its state machine on an embedded AWS (moto), its steps as local processes."""
-    from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
+    from npa_workflow.local.runtime import (
+        RESUME_NEEDS_RUN_ID,
+        LocalRunError,
+        LocalRunOptions,
+        LocalRuntime,
+        LocalUsageError,
+        Terminated,
+    )
 
     # The interpreter's last collection at exit would walk every object moto and botocore left (~400,000, a
     # quarter of a second): frozen first, they are skipped (the process is ending; memory only, see local.heap).
     atexit.register(gc.freeze)
 
+    if resume and not run_id:
+        _err(f"npa-workflow run: error: {RESUME_NEEDS_RUN_ID}")
+        raise typer.Exit(EXIT_USAGE)
     check_assumption(assume_decision)
     apply_pass_env(pass_env)
     if executor not in ("local", "skypilot"):
@@ -219,15 +230,19 @@ def run_command(
         executor=executor, skypilot_endpoint=skypilot_endpoint, secret_names=tuple(secret_env or ()),
         allow_unknown_keys=allow_unknown_keys,
     )
+    runtime = LocalRuntime(options, progress, announce, print_problems)
     try:
-        report = LocalRuntime(options, progress, announce, print_problems).run()
+        report = runtime.run()
     except SpecError as exc:
         print_problems(exc.problems + exc.warnings)
         raise typer.Exit(1) from None
     except LocalRunError as exc:
         _err(f"npa-workflow run: error: {exc}")
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:  # before the run started: nothing to stop
+        raise typer.Exit(EXIT_USAGE if isinstance(exc, LocalUsageError) else 1) from None
+    except Terminated as exc:  # before the run started: nothing to stop
+        _err(f"npa-workflow run: {exc.reason}")
+        raise typer.Exit(128 + exc.signum) from None
+    except KeyboardInterrupt:
         _err("npa-workflow run: interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - a bug of ours: one line for the user, the traceback in a file
@@ -244,4 +259,6 @@ def run_command(
     if report["status"] == "SUCCEEDED":
         return
     interrupted = report["status"] == "ABORTED" and report["error"] and report["error"]["state"] is None
+    if interrupted and runtime.terminated_by is not None:
+        raise typer.Exit(128 + runtime.terminated_by)  # 143 for SIGTERM
     raise typer.Exit(EXIT_INTERRUPTED if interrupted else 1)

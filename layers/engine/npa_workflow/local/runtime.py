@@ -57,7 +57,14 @@ from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import run_pk
-from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE, DurableAws, StateInUse, durable_aws
+from npa_workflow.local.durable_aws import (
+    RUN_STATE_DIR,
+    STATE_FILE,
+    DurableAws,
+    StateInUse,
+    durable_aws,
+    held_elsewhere,
+)
 from npa_workflow.local.event_pump import EventPump
 from npa_workflow.local.heap import settled_heap
 from npa_workflow.local.in_process_calls import in_process_calls
@@ -88,10 +95,24 @@ PROGRESS_SECONDS = 0.5  # the live display's refresh
 WATCH_FAILURES_TOLERATED = 10  # consecutive failed watch events (each retried twice) before the run is stopped
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
 _active = threading.Lock()
+RESUME_NEEDS_RUN_ID = ("--resume needs the run to resume (fix: name it with --run-id RUN_ID; "
+                       "`npa-workflow list` lists the runs kept here)")
 
 
 class LocalRunError(Exception):
     """Something the user can fix (a run id, a port, a resume without a run): the message says what."""
+
+
+class LocalUsageError(LocalRunError):
+    """The command line names something that cannot be used (the run to resume, the home folder): exit 2."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: stopped as Ctrl-C is (a KeyboardInterrupt, so no `except Exception` swallows it), but
+    reported as SIGTERM and ended with its conventional exit status, 128 + 15."""
+
+    signum = signal.SIGTERM
+    reason = "interrupted (SIGTERM)"
 
 
 class RunInterrupted(Exception):  # noqa: N818 - not an error of the run, a request to stop it
@@ -147,6 +168,30 @@ def local_home(explicit: Path | None = None) -> Path:
         return Path(explicit).resolve()
     env = os.environ.get(wiring.HOME_ENV, "").strip()
     return Path(env).resolve() if env else (Path.cwd() / ".npa-workflow").resolve()
+
+
+def usable_home(home: Path, explicit: bool = False) -> Path:
+    """`home` made if missing; `LocalUsageError` naming where it came from when it cannot be a folder of ours."""
+    if explicit:
+        source, fix = f"home {home}", "give a folder you can write"
+    elif os.environ.get(wiring.HOME_ENV, "").strip():
+        source = f"${wiring.HOME_ENV}={os.environ[wiring.HOME_ENV].strip()}"
+        fix = f"point ${wiring.HOME_ENV} at a folder you can write, or unset it to use ./.npa-workflow"
+    else:
+        source = f"the run folder {home}"
+        fix = f"run from a directory you can write, or set ${wiring.HOME_ENV} to a folder you can write"
+    if home.exists() and not home.is_dir():
+        problem = "it is a file, not a folder"
+    else:
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"cannot create it ({exc.strerror or exc})"
+        else:
+            problem = "" if os.access(home, os.W_OK | os.X_OK) else "it is not writable"
+    if problem:
+        raise LocalUsageError(f"{source}: {problem} (fix: {fix})")
+    return home
 
 
 def default_run_id(workflow: str) -> str:
@@ -238,7 +283,7 @@ def signals_interrupt() -> Iterator[None]:
         return
 
     def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
@@ -283,6 +328,7 @@ class LocalRuntime:
         self.home = local_home(options.home)
         self._stop = threading.Event()
         self._stop_reason = ""
+        self.terminated_by: int | None = None  # the signal that stopped the run (SIGTERM), not Ctrl-C or stop()
         self.endpoint_url = ""
         self.run_id = ""
         self.execution_arn = ""
@@ -306,6 +352,7 @@ class LocalRuntime:
         """
         if not _active.acquire(blocking=False):
             raise LocalRunError("another local run is already active in this process")
+        usable_home(self.home, explicit=self.options.home is not None)
         metrics_off_in_this_process()
         try:
             with settled_heap() as self._settle_heap:  # settled once deployed (local.heap)
@@ -324,7 +371,7 @@ class LocalRuntime:
         run_id = opt.run_id
         if opt.resume:
             if not run_id:
-                raise LocalRunError("--resume needs the --run-id of the run to resume")
+                raise LocalUsageError(RESUME_NEEDS_RUN_ID)
             meta_path = self.home / "runs" / check_run_id(run_id) / "meta.json"
             if not meta_path.is_file() or not (meta_path.parent / AWS_STATE_DIR / STATE_FILE).is_file():
                 raise LocalRunError(
@@ -333,6 +380,8 @@ class LocalRuntime:
                     "or $NPA_WORKFLOW_HOME)"
                 )
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            # Before the run's vars meet this spec (another spec's vars would read as unknown tokens of this one).
+            _check_same_workflow(run_id, meta, spec_path)
             variables = {**meta.get("vars", {}), **variables}  # the run's vars, overridden by the new ones
         loaded = load_spec(spec_path, catalog=opt.catalog, overrides=variables,
                            allow_unknown_keys=opt.allow_unknown_keys)
@@ -345,9 +394,7 @@ class LocalRuntime:
                 "write; --assume-decision is refused (remove it, or remove executionMode: runtime)"
             )
         if meta and meta.get("workflow") != spec.name:
-            raise LocalRunError(
-                f"run {run_id!r} is a run of workflow {meta.get('workflow')!r}, not {spec.name!r} ({spec_path})"
-            )
+            raise LocalUsageError(_other_workflow(run_id, meta, spec.name, spec_path))
         run_id = check_run_id(run_id or default_run_id(spec.name))
         if not opt.resume and (self.home / "runs" / run_id / "meta.json").exists():
             raise LocalRunError(
@@ -366,6 +413,9 @@ class LocalRuntime:
         loaded, spec_text, catalog_text, variables, meta = self._prepare()
         self.loaded = loaded
         run_dir = self.home / "runs" / self.run_id
+        if self.options.resume and held_elsewhere(run_dir / AWS_STATE_DIR):
+            # refused before anything starts (the durable state's own lock refuses it again, race-free, below)
+            raise LocalRunError(in_use_message(run_dir))
         run_dir.mkdir(parents=True, exist_ok=True)
         executions = list(meta.get("executions", []))
         self.execution_name = run_ids.execution_name(self.run_id, len(executions) + 1)
@@ -417,8 +467,11 @@ class LocalRuntime:
             self._write_meta(run_dir, loaded, variables, executions)
             self.progress.started(self.run_id, self.execution_name, self.endpoint_url)
             status = self._wait(engine, sfn, RunWaves(durable, engine.ledger.table_name, self.run_id))
-        except (KeyboardInterrupt, RunInterrupted):
+        except (KeyboardInterrupt, RunInterrupted) as exc:
             interrupted = True
+            if isinstance(exc, Terminated):
+                self.terminated_by = exc.signum
+                self._stop_reason = self._stop_reason or exc.reason
             with signals_ignored():
                 status = self._interrupt(engine, deployed)
         finally:
@@ -634,6 +687,27 @@ class LocalRuntime:
         })
 
 
+def _check_same_workflow(run_id: str, meta: Mapping[str, Any], spec_path: Path) -> None:
+    """A resume names the run's own spec: its metadata.name, read before anything else of it is checked."""
+    from npa_workflow.errors import SpecError
+    from npa_workflow.spec.loader import load_yaml_file
+
+    try:
+        raw = load_yaml_file(spec_path)
+    except (SpecError, OSError):
+        return  # the spec's own load reports it
+    metadata = raw.get("metadata") if isinstance(raw, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if isinstance(name, str) and name != meta.get("workflow"):
+        raise LocalUsageError(_other_workflow(run_id, meta, name, spec_path))
+
+
+def _other_workflow(run_id: str, meta: Mapping[str, Any], name: str, spec_path: Path) -> str:
+    theirs = meta.get("spec") or "its spec file"
+    return (f"{spec_path}: run {run_id!r} is a run of workflow {meta.get('workflow')!r} ({theirs}), not {name!r} "
+            f"(fix: npa-workflow run {theirs} --resume --run-id {run_id})")
+
+
 # ------------------------------------------------------------------------------------------------ shared helpers
 # Used by the local runtime and by `npa-workflow serve` (local.serve): one embedded AWS, deployed the same way.
 def embedded_aws_env(server: Any, home: Path, executor: str = "local") -> dict[str, str]:
@@ -667,8 +741,7 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     try:
         durable = stack.enter_context(durable_aws(state_dir))
     except StateInUse:
-        raise LocalRunError(f"{state_dir.parent} is in use by another npa-workflow process (a run being resumed, "
-                            "or serve on the same home): wait for it to end or stop it") from None
+        raise LocalRunError(in_use_message(state_dir.parent)) from None
     stack.enter_context(moto_fixes())
     stack.enter_context(moto_speedups())
     stack.enter_context(in_process_lambdas())
@@ -677,6 +750,11 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.enter_context(warnings.catch_warnings())
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     return durable
+
+
+def in_use_message(run_dir: Path) -> str:
+    return (f"{run_dir} is in use by another npa-workflow process (a run being resumed, or serve on the same "
+            "home) (fix: wait for it to end, or stop it)")
 
 
 def create_bucket(s3: Any, bucket: str) -> None:
