@@ -192,6 +192,56 @@ def test_runtime_mode_specs_never_use_the_assumption(engine):
         decide(engine, {"run_id": "rt", "state": "route", "loops": {}, "purpose": "transitions"})
 
 
+def test_an_unreadable_decision_revokes_its_writers_success_so_a_resume_relaunches_it(engine):
+    start(engine, "rd")
+    # `work` fails once (no declared output) and its Retry succeeds: that failure is not this run's cause.
+    work = {"run_id": "rd", "state": "work", "loops": {"l1": 1}, "token": "w1"}
+    launch(engine, work)
+    assert settle(engine, "w1")[0][0] == "fail"
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    launch(engine, {**work, "token": "w2"})
+    assert settle(engine, "w2")[0][0] == "succeed"
+    engine.store.put("s3://data/gate.json", b"not json")  # what the gate job wrote: its declared output exists
+    gate = {"run_id": "rd", "state": "gate", "loops": {"l1": 1}, "token": "g1"}
+    read = {k: v for k, v in gate.items() if k != "token"}
+    launch(engine, gate)
+    assert settle(engine, "g1")[0][0] == "succeed"
+    with pytest.raises(DecisionMalformed, match="s3://data/gate.json is not valid JSON") as raised:
+        decide(engine, {**read, "purpose": "loop", "current": ""})
+    attempt = engine.ledger.latest_attempt("rd", "gate|refine=1")
+    assert (attempt.attempt, attempt.status, attempt.error) == (1, WaveStatus.FAILED, str(raised.value))
+    assert attempt.error_category == "workload" and attempt.job_id
+    # The run reports the decision error (the Lambda's error body is the Catch's cause), not work's retried failure.
+    body = json.dumps({"errorType": "DecisionMalformed", "errorMessage": str(raised.value)})
+    result = cleanup(engine, {**read, "error": {"Error": "DecisionMalformed", "Cause": body}})
+    assert result == {"error": "DecisionMalformed", "cause": str(raised.value)}
+    # Resumed (a new execution), the gate is launched again, not replayed; its new artifact is read.
+    again = launch(engine, {**gate, "token": "g2"})
+    assert again["attempt"] == 2 and "replayed" not in again
+    engine.store.put("s3://data/gate.json", json.dumps({"decision": "promote"}).encode())  # the new job's write
+    assert settle(engine, "g2")[0][0] == "succeed"
+    assert decide(engine, {**read, "purpose": "loop", "current": ""})["decision"] == "promote_checkpoint"
+    assert [a.status for a in engine.ledger.attempts("rd", "gate|refine=1")] == [WaveStatus.FAILED,
+                                                                                 WaveStatus.SUCCEEDED]
+
+
+def test_a_missing_decision_revokes_its_states_success_unless_the_run_assumes_one(engine):
+    route = {"state": "route", "loops": {}}
+    for run_id, assumption in (("with", "promote"), ("without", "")):
+        start(engine, run_id, assume_decision=assumption)
+        launch(engine, {**route, "run_id": run_id, "token": f"{run_id}-1"})
+        assert settle(engine, f"{run_id}-1")[0][0] == "succeed"
+    # --assume-decision stands in for the missing file: the wave's success stands and a resume replays it.
+    read = decide(engine, {**route, "run_id": "with", "purpose": "transitions"})
+    assert read["source"] == "assume_decision_fallback"
+    assert launch(engine, {**route, "run_id": "with", "token": "with-2"})["replayed"] is True
+    with pytest.raises(DecisionMissing, match="does not exist"):
+        decide(engine, {**route, "run_id": "without", "purpose": "transitions"})
+    assert engine.ledger.latest_attempt("without", "route").status == WaveStatus.FAILED
+    assert launch(engine, {**route, "run_id": "without", "token": "without-2"})["attempt"] == 2
+    settle(engine, "without-2")
+
+
 def test_trigger_waits_for_objects_then_completes_once(engine):
     start(engine)
     out = trigger(engine, {"run_id": "r1", "state": "wait", "loops": {}, "token": "tw"})

@@ -265,6 +265,25 @@ def test_finish_is_idempotent_first_finish_wins(ledger: DynamoLedger) -> None:
     assert "active_pk" not in item and "active_sk" not in item
 
 
+def test_only_a_success_is_revoked_once_keeping_the_jobs_times(ledger: DynamoLedger) -> None:
+    ledger.begin_attempt("r1", "w", state="s")
+    ledger.record_submission("r1", "w", 1, job_id="7")
+    ledger.finish_attempt("r1", "w", 1, WaveStatus.SUCCEEDED, ended_at="2026-01-01T00:00:00.000Z")
+    assert ledger.revoke_success("r1", "w", 1, "decision unreadable", ErrorCategory.WORKLOAD) is True
+    assert ledger.revoke_success("r1", "w", 1, "again", ErrorCategory.CONFIGURATION) is False
+    revoked = ledger.get_attempt("r1", "w", 1)
+    assert (revoked.status, revoked.error, revoked.error_category) == (
+        WaveStatus.FAILED, "decision unreadable", ErrorCategory.WORKLOAD)
+    assert revoked.ended_at == "2026-01-01T00:00:00.000Z" and revoked.job_id == "7"
+    assert revoked.timeline[-1].status == "FAILED" and "decision unreadable" in revoked.timeline[-1].note
+    assert ledger.active_waves() == []
+    ledger.begin_attempt("r1", "live", state="s")  # running or failed: not a success, nothing to revoke
+    assert ledger.revoke_success("r1", "live", 1, "x", ErrorCategory.WORKLOAD) is False
+    assert ledger.get_attempt("r1", "live", 1).status is WaveStatus.PENDING
+    with pytest.raises(LedgerNotFound):
+        ledger.revoke_success("r1", "nope", 1, "x", ErrorCategory.WORKLOAD)
+
+
 def test_submission_after_finish_keeps_job_id_and_raises(ledger: DynamoLedger) -> None:
     ledger.begin_attempt("r1", "w", state="s")
     ledger.finish_attempt("r1", "w", 1, "CANCELLED", error_category="cancelled")

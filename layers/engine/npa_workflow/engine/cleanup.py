@@ -15,7 +15,7 @@ from typing import Any
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import RUN_FAILED, WAVE_FAILED, WAVE_TIMED_OUT
 from npa_workflow.engine.ports import Observation, TrackedJob
-from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveStatus
+from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveAttempt, WaveStatus
 from npa_workflow.protocol import errors
 from npa_workflow.protocol.payloads import CleanupTask
 
@@ -99,7 +99,13 @@ def _missing_outputs(engine: Engine, outputs: list[str]) -> str:
 
 
 def _root_cause(engine: Engine, run_id: str) -> tuple[str, str] | None:
-    failed = [w for w in engine.ledger.attempts(run_id)
+    """The first failure among each wave's latest attempt: a failed attempt that a later one of the same wave
+    replaced (a Step Functions Retry, or a resume after a revoked decision) is not what failed this time."""
+    latest: dict[str, WaveAttempt] = {}
+    for w in engine.ledger.attempts(run_id):
+        if w.wave_key not in latest or w.attempt > latest[w.wave_key].attempt:
+            latest[w.wave_key] = w
+    failed = [w for w in latest.values()
               if w.status == WaveStatus.FAILED and w.error and w.error_category != ErrorCategory.CANCELLED]
     if not failed:
         return None

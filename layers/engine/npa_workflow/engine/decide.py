@@ -4,6 +4,12 @@ The contract (language reference §4): the URI is the state's decision output, e
 state-scoped `decision_uri`, else the global one. A missing artifact falls back to the
 run's assumption when one was given (recorded as `assume_decision_fallback`) and fails the
 run otherwise; `executionMode: runtime` specs never fall back. A malformed artifact fails.
+
+A read that fails also revokes the success of the wave that was to write the decision (its attempt becomes
+FAILED with the decision error): its job exited 0, but its work is not usable, and a resume replays a SUCCEEDED
+wave without running it — it would read the same artifact and fail the same way, whatever `--var` fixed it.
+The revoke is written before the decision error and the raise, so a decide killed in between has already
+made the wave relaunchable; a retried decide finds it FAILED and leaves it so.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from typing import Any
 from npa_workflow import decisions
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import DecisionMalformed, DecisionMissing
-from npa_workflow.engine.visits import decision_uri_of, visit_of
+from npa_workflow.engine.visits import Visit, decision_uri_of, visit_of
+from npa_workflow.ledger import ErrorCategory, WaveStatus
 from npa_workflow.protocol.payloads import DecideTask
 
 
@@ -37,6 +44,7 @@ def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, An
         return {"decision": assumption, "source": "assumption" if assumption else "none"}
     if not uri.startswith("s3://") or "/" not in uri[5:]:
         message = f"state '{visit.state}': decision uri {uri!r}: expected s3:// URI"
+        _revoke_success(engine, visit, message, ErrorCategory.CONFIGURATION)
         engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, error=message)
         raise DecisionMalformed(message)
     body = engine.store.get(uri)
@@ -48,6 +56,7 @@ def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, An
         message = f"state '{visit.state}': decision artifact {uri} does not exist"
         if spec.runtime_only:
             message += " (executionMode: runtime allows no assumed decision)"
+        _revoke_success(engine, visit, message, ErrorCategory.WORKLOAD)
         engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, error=message)
         raise DecisionMissing(message)
     raw_text = decisions.body_for_ledger(body, uri)  # a large body is recorded by reference, never inline
@@ -55,8 +64,16 @@ def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, An
         _, value = decisions.decision_from_body(body, uri)
     except decisions.DecisionError as exc:
         message = f"state '{visit.state}': {exc}"
+        _revoke_success(engine, visit, message, ErrorCategory.WORKLOAD)
         engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, raw=raw_text,
                                       error=message)
         raise DecisionMalformed(message) from None
     engine.ledger.record_decision(visit.run_id, visit.state, visit.loops_key, uri=uri, raw=raw_text, decision=value)
     return {"decision": value, "source": "artifact"}
+
+
+def _revoke_success(engine: Engine, visit: Visit, message: str, category: ErrorCategory) -> None:
+    """The deciding state's wave did not really succeed: its latest attempt, if SUCCEEDED, becomes FAILED."""
+    latest = engine.ledger.latest_attempt(visit.run_id, visit.wave_key)
+    if latest is not None and latest.status == WaveStatus.SUCCEEDED:
+        engine.ledger.revoke_success(visit.run_id, visit.wave_key, latest.attempt, message, category)

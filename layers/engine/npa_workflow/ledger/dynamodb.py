@@ -8,7 +8,9 @@ Every write that can race is conditional:
   (and reuses its job instead of submitting a second one);
 - `record_submission` never replaces a recorded job id with a different one (that would be a second job);
 - `mark_status` / `finish_attempt` never move an attempt out of a terminal status, so the watch pass, the
-  cleanup Task and the reap Lambda can race and only the first finish counts;
+  cleanup Task and the reap Lambda can race and only the first finish counts; the one exception is
+  `revoke_success`, which turns a SUCCEEDED attempt into FAILED (never back) when what its job wrote turns
+  out unusable (its decision artifact), so that a resume relaunches the wave instead of replaying it;
 - `put_watermark` never overwrites a satisfied watermark, so exactly one caller sees the trigger fire.
 
 Reads that decide a launch (`latest_attempt`, `get_attempt`) are strongly consistent; the index reads
@@ -634,6 +636,38 @@ class DynamoLedger:
                 values,
                 f"attribute_exists(pk) AND {_NOT_TERMINAL}",
                 ExpressionAttributeNames=names,
+            )
+        except ClientError as exc:
+            self._missing_or(exc, run_id, wave_key, attempt)
+            return False
+        return True
+
+    def revoke_success(
+        self, run_id: str, wave_key: str, attempt: int, error: str, error_category: ErrorCategory | str
+    ) -> bool:
+        """Turn a SUCCEEDED attempt into FAILED with `error`: its job exited 0, but what it wrote cannot be used
+        (the decision artifact a decide read is missing or malformed). A resume relaunches a FAILED wave and
+        replays a SUCCEEDED one unread, so the success must not stand. The job's own times stay as recorded.
+
+        Conditional on the attempt being SUCCEEDED: True for the call that revoked it, False when it was not
+        SUCCEEDED (already revoked, or never succeeded). Raises `LedgerNotFound` if it does not exist."""
+        values: dict[str, Any] = {
+            ":failed": {"S": WaveStatus.FAILED.value},
+            ":succeeded": {"S": WaveStatus.SUCCEEDED.value},
+            ":error": {"S": error},
+            ":category": {"S": ErrorCategory(error_category).value},
+            ":empty": {"L": []},
+            ":entry": self._timeline_value(WaveStatus.FAILED.value, f"success revoked: {error}"[:200]),
+        }
+        try:
+            self._update(
+                run_id,
+                wave_sk(wave_key, attempt),
+                "SET #status = :failed, #error = :error, error_category = :category, "
+                "timeline = list_append(if_not_exists(timeline, :empty), :entry)",
+                values,
+                "attribute_exists(pk) AND #status = :succeeded",
+                ExpressionAttributeNames={"#status": "status", "#error": "error"},
             )
         except ClientError as exc:
             self._missing_or(exc, run_id, wave_key, attempt)
