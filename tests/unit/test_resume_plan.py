@@ -8,6 +8,7 @@ makes recorded through botocore's own event hooks."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from npa_workflow.adapters.sfn_executions import execution_from_description
 from npa_workflow.compile.asl import compile_spec
 from npa_workflow.engine.ports import Execution
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, plan_resume
-from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
+from npa_workflow.ledger import DynamoLedger, ErrorCategory, RunRecord, RunStatus, WaveStatus
 from npa_workflow.spec.load import load_spec
 from npa_workflow.stack_client import StackClient, StackError
 
@@ -148,3 +149,46 @@ def test_resume_of_a_run_whose_execution_is_gone_says_so(stack):
     with pytest.raises(StackError, match="no longer exists"):
         client.resume("r3")
     assert client.execution_status(client.run("r3")) == "FAILED"  # the ledger's word when the service has none
+
+
+def reap_when_cancelled(client: StackClient, run_id: str, late_job: str = "") -> threading.Thread:
+    """What the stack's reap does once the cancel is recorded (the ledger's side of `engine.cleanup.reap`): ends
+    the run's open attempts CANCELLED and the run ABORTED. `late_job`: a launch that raced the request (it read
+    no cancel yet) opens an attempt after it, whose job the reap ends as well."""
+
+    def reap() -> None:
+        for _ in range(200):
+            if client.ledger.cancel_requested(run_id):
+                break
+            time.sleep(0.02)
+        if late_job:
+            client.ledger.begin_attempt(run_id, "late", state="late")
+            client.ledger.record_submission(run_id, "late", 1, job_id=late_job)
+        for w in client.ledger.open_attempts(run_id):
+            client.ledger.finish_attempt(run_id, w.wave_key, w.attempt, WaveStatus.CANCELLED, "cancelled",
+                                         ErrorCategory.CANCELLED)
+        client.ledger.update_run_status(run_id, RunStatus.ABORTED)
+
+    thread = threading.Thread(target=reap, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_cancel_of_a_resumed_run_reports_only_the_jobs_it_ended(stack):
+    client, _ = stack
+    started(client, WAITING, "rc")
+    client.ledger.begin_attempt("rc", "a", state="a")
+    client.ledger.record_submission("rc", "a", 1, job_id="first-job")
+    first = reap_when_cancelled(client, "rc")
+    assert client.cancel("rc", timeout=10)["cancelled_jobs"] == ["first-job"]
+    first.join(5)
+    resumed = client.resume("rc")  # a new execution: its launch relaunches `a` and starts `b`
+    assert resumed["execution_name"] == "rc-r2"
+    for wave in ("a", "b"):
+        attempt = client.ledger.begin_attempt("rc", wave, state=wave)
+        client.ledger.record_submission("rc", wave, attempt.attempt, job_id=f"{wave}-again")
+    second = reap_when_cancelled(client, "rc", late_job="raced-job")
+    result = client.cancel("rc", timeout=10)
+    second.join(5)
+    assert result["cancelled"] is True
+    assert sorted(result["cancelled_jobs"]) == ["a-again", "b-again", "raced-job"]  # not the first execution's

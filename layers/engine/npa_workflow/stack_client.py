@@ -30,7 +30,7 @@ from npa_workflow.engine.inbox import INBOX_PREFIX, RUN_REQUEST_API, rejected_ke
 from npa_workflow.engine.ports import ExecutionNotFound, Executions, StoreAccessDenied
 from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, plan_resume
 from npa_workflow.engine.start import run_id_for_object
-from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus
+from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus, WaveStatus
 from npa_workflow.protocol import stack as stack_outputs
 from npa_workflow.protocol.errors import RUN_CANCELLED
 from npa_workflow.protocol.run_ids import next_execution_name
@@ -213,6 +213,9 @@ class StackClient:
         if record.status != RunStatus.RUNNING:
             return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": [], "cancelled": False}
         requested_at = self.ledger.request_cancel(run_id, "npa-workflow cancel")
+        # What this cancel ends: the attempts open now, and any a launch racing the request opened (they end
+        # after it). An earlier execution's cancelled attempts (a cancelled run resumed) ended before: not ours.
+        open_now = {(w.wave_key, w.attempt) for w in self.ledger.open_attempts(run_id)}
         stopped = False
         deadline = time.monotonic() + timeout
         while True:
@@ -228,7 +231,9 @@ class StackClient:
                 raise StackError(f"run {run_id!r}: cancel recorded at {requested_at}, but after {timeout:.0f}s the "
                                  f"run is {record.status.value} with {len(active)} active job(s)")
             time.sleep(poll)
-        cancelled = [w.job_id for w in self.ledger.attempts(run_id) if w.status.value == "CANCELLED" and w.job_id]
+        cancelled = [w.job_id for w in self.ledger.attempts(run_id)
+                     if w.status == WaveStatus.CANCELLED and w.job_id
+                     and ((w.wave_key, w.attempt) in open_now or (w.ended_at or "") >= requested_at)]
         return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": cancelled,
                 "cancelled": record.status in (RunStatus.ABORTED, RunStatus.FAILED) and (stopped or bool(cancelled))}
 
