@@ -1,12 +1,14 @@
 """`npa-workflow run` used wrongly, through the real command in a subprocess: one line naming where, what and the
-fix, exit 2 for a usage error and 1 for a failure (README: exit codes), never a traceback; and SIGTERM stops a
-run as Ctrl-C does, said as SIGTERM, exit 143."""
+fix, exit 2 for a usage error and 1 for a failure (README: exit codes), never a traceback; SIGTERM stops a
+run as Ctrl-C does, said as SIGTERM, exit 143; and a trigger that waits says for what."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from e2e_support import (  # noqa: E402
     SPECS,
+    aws_client,
     check_shape,
     cli,
+    free_port,
     job_gone,
     only,
     start_cli,
@@ -24,7 +28,9 @@ from e2e_support import (  # noqa: E402
     write_spec,
 )
 
+from npa_workflow.ledger import DynamoLedger  # noqa: E402
 from npa_workflow.local.durable_aws import RUN_STATE_DIR, held_elsewhere  # noqa: E402
+from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -122,3 +128,31 @@ def test_a_held_run_is_refused_before_anything_starts_and_sigterm_stops_it_as_ct
     a = only(report, "a")
     assert a["status"] == "CANCELLED"
     assert job_gone(home, a["job_id"]), "SIGTERM left a's process running"
+
+
+@pytest.mark.timeout(90)
+def test_a_waiting_trigger_says_once_where_objects_must_land_and_how(tmp_path: Path) -> None:
+    port, run_id = free_port(), "wait-1"
+    endpoint = f"http://127.0.0.1:{port}"
+    landing = f"s3://npa-workflow-local/trigger/{run_id}/landing/"
+    proc = start_cli("run", str(SPECS / "trigger.yaml"), "--run-id", run_id, "--local-port", str(port),
+                     home=tmp_path / "home", cwd=tmp_path)  # stdout is a pipe: plain lines
+    try:
+        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", endpoint))
+        wait_until(lambda: ledger.watermark(run_id, "ingest"), 60, "the trigger never started waiting")
+        s3 = aws_client("s3", endpoint)
+        s3.put_object(Bucket="npa-workflow-local", Key=f"trigger/{run_id}/landing/a.csv", Body=b"a,1\n")
+        wait_until(lambda: ledger.watermark(run_id, "ingest").objects == 1, 30, "the landed object was not counted")
+        time.sleep(1.0)  # a few refreshes of the view after the count changed
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    said = [line for line in out.splitlines() if "waits for objects" in line]
+    assert len(said) == 1, out  # once, not at every new count
+    # 0, or 1 when the upload came before the view's first look (it refreshes every half second)
+    assert re.search(rf"ingest waits for objects under {re.escape(landing)}: [01] of 2 landed; ", said[0]), said[0]
+    assert f"aws --endpoint-url {endpoint} s3 cp FILE {landing}" in said[0]

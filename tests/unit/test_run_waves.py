@@ -7,7 +7,7 @@ from pathlib import Path
 import boto3
 from moto import mock_aws
 
-from npa_workflow.ledger import DynamoLedger, WaveStatus
+from npa_workflow.ledger import DynamoLedger, Watermark, WaveStatus
 from npa_workflow.local.durable_aws import durable_aws
 from npa_workflow.local.run_waves import RunWaves
 
@@ -34,3 +34,25 @@ def test_same_attempts_as_the_ledger(tmp_path: Path, monkeypatch) -> None:
         assert view.changed()
         assert view.waves() == ledger.attempts("r1")
         assert view.waves()[-1].status == WaveStatus.SUCCEEDED
+
+
+def test_same_watermarks_as_the_ledger_and_waves_stay_waves(tmp_path: Path, monkeypatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws(), durable_aws(tmp_path / "aws") as durable:
+        assert durable is not None
+        ledger = DynamoLedger("ledger", client=boto3.client("dynamodb", region_name="us-east-1"))
+        ledger.create_table()
+        view = RunWaves(durable, "ledger", "r1")
+        assert view.watermarks() == []
+        ledger.begin_attempt("r1", "a", state="a", attempt=1, job_name="r1-a")
+        for run_id, state in [("r1", "ingest"), ("r2", "ingest")]:
+            ledger.put_watermark(Watermark(run_id=run_id, state=state, uri="s3://b/landing/", min_objects=2,
+                                           task_token="tok"))
+        marks = view.watermarks()
+        assert marks == ledger.watermarks("r1") and [(m.state, m.waiting) for m in marks] == [("ingest", True)]
+        assert [w.wave_key for w in view.waves()] == ["a"]  # a watermark is not a wave
+        ledger.put_watermark(marks[0].model_copy(update={"objects": 2, "satisfied": True}))
+        assert view.changed()
+        assert [(m.objects, m.waiting) for m in view.watermarks()] == [(2, False)]

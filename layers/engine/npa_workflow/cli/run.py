@@ -33,7 +33,7 @@ from npa_workflow.errors import SpecError
 from npa_workflow.protocol.keys import WaveKey
 
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
-    from npa_workflow.ledger import WaveAttempt
+    from npa_workflow.ledger import Watermark, WaveAttempt
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 EXIT_USAGE = 2  # README: exit codes
@@ -41,6 +41,16 @@ EXIT_USAGE = 2  # README: exit codes
 
 def _label(wave: WaveAttempt) -> str:
     return WaveKey.parse(wave.wave_key, state=wave.state).label()
+
+
+def trigger_waiting_line(mark: Watermark, endpoint_url: str) -> str:
+    """What a waiting trigger needs, said once: where objects must land, how many have, and how to land one in
+    the run's embedded S3 (moto takes any credentials; npa-workflow has no command of its own for it)."""
+    where = f"{mark.state} ({mark.loops_key})" if mark.loops_key else mark.state
+    target = mark.uri if mark.uri.endswith("/") else f"{mark.uri}NAME"
+    return (f"{where} waits for objects under {mark.uri}: {mark.objects} of {mark.min_objects} landed; land one "
+            f"in this run's local S3 ({endpoint_url}): AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
+            f"aws --endpoint-url {endpoint_url} s3 cp FILE {target}")
 
 
 class LiveProgress:
@@ -52,6 +62,7 @@ class LiveProgress:
         self.console = console
         self.live: Live | None = None
         self.header = ""
+        self.endpoint_url = ""
         self.started_at = time.monotonic()
         # Every state of the plan is shown from the start (pending ones too), each wave with its round.
         self.states = plan_states(loaded) if loaded is not None else []
@@ -59,6 +70,7 @@ class LiveProgress:
 
     def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
         self.header = f"run {run_id} — execution {execution_name}"
+        self.endpoint_url = endpoint_url
         self.started_at = time.monotonic()
         self.live = Live(self._render([], "RUNNING"), console=self.console, refresh_per_second=8, transient=False)
         self.live.start()
@@ -66,6 +78,10 @@ class LiveProgress:
     def update(self, waves: list[WaveAttempt], execution_status: str) -> None:
         if self.live is not None:
             self.live.update(self._render(waves, execution_status))
+
+    def trigger_waiting(self, mark: Watermark) -> None:
+        # above the live table, which stays at the bottom
+        self.console.print(trigger_waiting_line(mark, self.endpoint_url), markup=False, highlight=False)
 
     def finished(self) -> None:
         if self.live is not None:
@@ -83,9 +99,11 @@ class LineProgress:
     def __init__(self) -> None:
         self.seen: dict[tuple[str, int], str] = {}
         self.started_at = time.monotonic()
+        self.endpoint_url = ""
 
     def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
         self.started_at = time.monotonic()
+        self.endpoint_url = endpoint_url
         _out(f"run {run_id}: execution {execution_name} started")
 
     def update(self, waves: list[WaveAttempt], execution_status: str) -> None:
@@ -97,6 +115,9 @@ class LineProgress:
                 job = f" job {w.job_id}" if w.job_id else ""
                 _out(f"[{time.monotonic() - self.started_at:6.1f}s] {_label(w)} attempt {w.attempt}: "
                      f"{status}{job}")
+
+    def trigger_waiting(self, mark: Watermark) -> None:
+        _out(f"[{time.monotonic() - self.started_at:6.1f}s] {trigger_waiting_line(mark, self.endpoint_url)}")
 
     def finished(self) -> None:
         pass

@@ -143,7 +143,8 @@ class LocalRunOptions:
 
 
 class Progress(Protocol):
-    """What the CLI shows while a run goes (all optional no-ops in `NoProgress`)."""
+    """What the CLI shows while a run goes (all optional no-ops in `NoProgress`). A progress may also have
+    `trigger_waiting(watermark)`: called once per trigger that starts waiting for objects to land."""
 
     def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None: ...
 
@@ -618,6 +619,8 @@ class LocalRuntime:
         failures = 0
         last_progress = 0.0
         exits = JobExits(self.home / "jobs")
+        trigger_waiting = getattr(self.progress, "trigger_waiting", None)
+        said_waiting: set[tuple[str, str]] = set()  # (state, loops key): each waiting trigger is said once
         while True:
             if self._stop.is_set():
                 raise RunInterrupted(self._stop_reason)
@@ -638,6 +641,10 @@ class LocalRuntime:
                 # when an item changed: local.run_waves), not at every wake-up
                 self.progress.update(waves.waves(), status)
                 last_progress = now
+                for mark in waves.watermarks() if trigger_waiting else ():
+                    if mark.waiting and (mark.state, mark.loops_key) not in said_waiting:
+                        said_waiting.add((mark.state, mark.loops_key))
+                        trigger_waiting(mark)
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
             exits.wait(self.options.tick_seconds, self._stop)  # a job's exit wakes the watch at once
