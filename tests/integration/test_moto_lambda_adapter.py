@@ -341,6 +341,30 @@ def test_heartbeat_timeout_without_heartbeats(aws: Aws) -> None:
     handlers.tokens.get(timeout=1)  # consume the token stored by this run
 
 
+def test_the_twin_names_a_missed_heartbeat_as_aws_does(aws: Aws) -> None:
+    # AWS: a Task whose heartbeat did not come within HeartbeatSeconds fails with States.HeartbeatTimeout (its
+    # TaskTimedOut event says so); moto says States.Timeout (above). The twin's fix (local.moto_fixes, fix 5)
+    # restores AWS's name: a Catch on States.HeartbeatTimeout alone matches it.
+    from npa_workflow.local.moto_fixes import heartbeat_timeout_name
+
+    definition = {
+        "StartAt": "Wave",
+        "States": {
+            "Wave": token_task(aws.fn_arns["store_token"], HeartbeatSeconds=1, TimeoutSeconds=30)
+            | {"Catch": [{"ErrorEquals": ["States.HeartbeatTimeout"], "ResultPath": "$.error", "Next": "Lost"}],
+               "End": True},
+            "Lost": {"Type": "Pass", "End": True},
+        },
+    }
+    with heartbeat_timeout_name():
+        desc = aws.run(definition, {})
+    assert desc["status"] == "SUCCEEDED", desc  # caught by the Catch on the heartbeat's own name
+    assert output(desc)["error"]["Error"] == "States.HeartbeatTimeout"
+    [timed_out] = [e for e in aws.history(desc["executionArn"]) if e["type"] == "TaskTimedOut"]
+    assert timed_out["taskTimedOutEventDetails"]["error"] == "States.HeartbeatTimeout"
+    handlers.tokens.get(timeout=1)  # consume the token stored by this run
+
+
 def test_timeout_seconds_is_states_timeout(aws: Aws) -> None:
     definition = {
         "StartAt": "Wave",

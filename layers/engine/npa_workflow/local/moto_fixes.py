@@ -12,6 +12,9 @@ moto's interpreter lives here, each naming the AWS behaviour it restores and the
 4. An inline Map whose iteration failed with a `States.*` error fails with that error (AWS: e.g. a member Task
    past its deadline fails the Map with `States.Timeout`, which the Map's Catch sees); moto fails it with
    `States.Runtime`, "Custom Error Names MUST NOT begin with the prefix 'States.'".
+5. A Task whose heartbeat did not come within `HeartbeatSeconds` fails with `States.HeartbeatTimeout` (AWS's
+   documented name for it); moto fails it with `States.Timeout`, the name of a Task past its `TimeoutSeconds`,
+   so the run's error said the state "ran past its deadline" when its watch had stopped beating.
 
 The tests name each behaviour: tests/e2e/test_moto_fixes.py.
 """
@@ -33,7 +36,7 @@ EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was 
 
 @contextlib.contextmanager
 def moto_fixes() -> Iterator[None]:
-    with task_token_fixes(), distributed_map_failures(), map_iteration_errors():
+    with task_token_fixes(), distributed_map_failures(), map_iteration_errors(), heartbeat_timeout_name():
         yield
 @contextlib.contextmanager
 def task_token_fixes() -> Iterator[None]:
@@ -192,3 +195,43 @@ def map_iteration_errors() -> Iterator[None]:
         yield
     finally:
         iteration_worker.CustomErrorName = original
+
+
+@contextlib.contextmanager
+def heartbeat_timeout_name() -> Iterator[None]:
+    """Fix 5: a missed heartbeat is `States.HeartbeatTimeout`, not `States.Timeout`.
+
+    moto 5.2.5 raises its `HeartbeatTimeoutError` (a `TimeoutError`) when no heartbeat came within
+    `HeartbeatSeconds`, and `StateTask._from_error` names every `TimeoutError` `States.Timeout`. AWS names it
+    `States.HeartbeatTimeout` (its TaskTimedOut event carries that error): cleanup then says the watch stopped
+    beating, not that the state ran past its deadline. Compiled machines catch `States.ALL`, and cleanup accepts
+    both names (`protocol.errors.TIMEOUTS`), so nothing else changes. Seam:
+    `StateTaskServiceCallback._from_error(self, env, ex)`, which every `waitForTaskToken` Task goes through."""
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskTimedOutEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import HeartbeatTimeoutError
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    original = StateTaskServiceCallback.__dict__["_from_error"]
+    name = StatesErrorNameType.StatesHeartbeatTimeout
+
+    def _from_error(self: Any, env: Any, ex: Exception) -> Any:
+        if isinstance(ex, HeartbeatTimeoutError):
+            return FailureEvent(
+                env=env, error_name=StatesErrorName(typ=name), event_type=HistoryEventType.TaskTimedOut,
+                event_details=EventDetails(taskTimedOutEventDetails=TaskTimedOutEventDetails(error=name.to_name())),
+            )
+        return original(self, env, ex)
+
+    StateTaskServiceCallback._from_error = _from_error
+    try:
+        yield
+    finally:
+        StateTaskServiceCallback._from_error = original
