@@ -222,7 +222,9 @@ class StackClient:
             record = self.run(run_id)
             if not stopped and record.status == RunStatus.RUNNING and record.execution_arn:
                 stopped = self._stop(record.execution_arn)
-            active = [w for w in self.ledger.active_waves() if w.run_id == run_id]
+            # This run's open attempts (a consistent read of its own partition), not the stack-wide active index
+            # read in full every poll: at thousands of active waves that is pages per poll, for up to a minute.
+            active = self.ledger.open_attempts(run_id)
             # A stopped execution ends ABORTED: wait for the stack's reap to record that (not a passing status).
             settled = not stopped or record.status == RunStatus.ABORTED
             if record.status != RunStatus.RUNNING and not active and settled:
