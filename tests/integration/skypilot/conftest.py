@@ -39,6 +39,8 @@ PLUGINS = HERE / "server_plugins"
 SERVER_START_TIMEOUT = 180.0
 HEALTH_TIMEOUT = 60.0
 SERVER_STOP_TIMEOUT = 120.0
+START_ATTEMPTS = 3
+PORT_TAKEN = "is already in use by another process"
 
 SERVER_CONFIG = """\
 jobs:
@@ -68,10 +70,36 @@ class SkyServer:
         return "\n".join(text[-lines:])
 
 
-def _free_port() -> int:
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_port() -> int:
+    """A free port for the API server whose companion queue-manager port is free as well.
+
+    SkyPilot derives a second port from SKYPILOT_API_SERVER_LOCAL_PORT for its request-queue
+    manager (``mp_queue.get_queue_manager_port``, in [50000, 60000)) and refuses to start when
+    that one is taken. That range lies inside Linux's ephemeral range, so on a busy CI machine a
+    client socket can hold it: check both, using SkyPilot's own derivation.
+    """
+    from unittest import mock
+
+    from sky.server.requests.queues import mp_queue
+
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with mock.patch.dict(os.environ, {"SKYPILOT_API_SERVER_LOCAL_PORT": str(port)}):
+            queue_port = mp_queue.get_queue_manager_port()
+        if queue_port != port and _bindable(queue_port):
+            return port
+    raise RuntimeError("no free port pair for a SkyPilot API server after 50 tries")
 
 
 def _server_env(home: Path, port: int) -> dict[str, str]:
@@ -109,37 +137,43 @@ def skypilot_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkySer
     if shutil.which("rsync") is None:
         pytest.fail("a SkyPilot server in consolidation mode needs rsync: run scripts/install-system-deps.sh")
 
-    home = tmp_path_factory.mktemp("skypilot-home")
-    (home / ".sky").mkdir()
-    (home / ".sky" / "config.yaml").write_text(SERVER_CONFIG)
-    port = _free_port()
-    env = _server_env(home, port)
-    server = SkyServer(
-        endpoint=f"http://127.0.0.1:{port}",
-        home=home,
-        port=port,
-        log_path=home / ".sky" / "api_server" / "server.log",
-        startup_seconds=0.0,
-    )
-
     started = time.monotonic()
-    try:
-        proc = subprocess.run(
-            [str(sky_bin), "api", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=home,
-            capture_output=True,
-            text=True,
-            timeout=SERVER_START_TIMEOUT,
+    for attempt in range(1, START_ATTEMPTS + 1):
+        home = tmp_path_factory.mktemp("skypilot-home")
+        (home / ".sky").mkdir()
+        (home / ".sky" / "config.yaml").write_text(SERVER_CONFIG)
+        port = _free_port()
+        env = _server_env(home, port)
+        server = SkyServer(
+            endpoint=f"http://127.0.0.1:{port}",
+            home=home,
+            port=port,
+            log_path=home / ".sky" / "api_server" / "server.log",
+            startup_seconds=0.0,
         )
-    except subprocess.TimeoutExpired as e:
+        try:
+            proc = subprocess.run(
+                [str(sky_bin), "api", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env,
+                cwd=home,
+                capture_output=True,
+                text=True,
+                timeout=SERVER_START_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired as e:
+            _stop(sky_bin, env, home)
+            pytest.fail(
+                f"`sky api start` did not return within {SERVER_START_TIMEOUT:.0f} s\n"
+                f"stdout:\n{e.stdout}\nstderr:\n{e.stderr}\nserver log:\n{server.log_tail()}"
+            )
+        if proc.returncode == 0:
+            break
         _stop(sky_bin, env, home)
-        pytest.fail(
-            f"`sky api start` did not return within {SERVER_START_TIMEOUT:.0f} s\n"
-            f"stdout:\n{e.stdout}\nstderr:\n{e.stderr}\nserver log:\n{server.log_tail()}"
-        )
-    if proc.returncode != 0:
-        _stop(sky_bin, env, home)
+        # A port checked free can still be taken before the server binds it (another process's
+        # client socket): that, and only that, is worth a fresh port pair.
+        if attempt < START_ATTEMPTS and PORT_TAKEN in server.log_tail():
+            print(f"\nSkyPilot API server port taken between check and bind; retrying ({attempt})")
+            continue
         pytest.fail(
             f"`sky api start` failed with exit code {proc.returncode}\nstdout:\n{proc.stdout}\n"
             f"stderr:\n{proc.stderr}\nserver log:\n{server.log_tail()}"
