@@ -65,3 +65,25 @@ def test_the_same_with_or_without_notices(tmp_path: Path, monkeypatch: pytest.Mo
     exits = JobExits(tmp_path)
     later(0.05, lambda: exit_file(tmp_path, "local-e.exit"))
     assert exits.wait(5.0, threading.Event()) is True
+
+
+@pytest.mark.parametrize("notices", [False, True])
+def test_a_nudge_ends_the_wait_at_once_and_only_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     notices: bool) -> None:
+    if not notices:
+        monkeypatch.setattr("npa_workflow.local.job_exits._folder_notices", lambda folder: None)
+    exits = JobExits(tmp_path)
+    stop = threading.Event()
+    later(0.05, exits.nudge)  # from another thread, while the wait sleeps
+    started = time.monotonic()
+    assert exits.wait(5.0, stop) is False
+    assert time.monotonic() - started < 1.0
+    exits.nudge()  # before a wait: that wait ends at once
+    started = time.monotonic()
+    assert exits.wait(5.0, stop) is False
+    assert time.monotonic() - started < 1.0
+    started = time.monotonic()
+    assert exits.wait(0.2, stop) is False  # spent: the next wait sleeps its time out
+    assert time.monotonic() - started >= 0.19
+    later(0.05, lambda: exit_file(tmp_path, "local-f.exit"))
+    assert exits.wait(5.0, stop) is True  # exits still wake it

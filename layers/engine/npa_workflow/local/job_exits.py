@@ -9,13 +9,15 @@ log or lock.
 
 Between looks the waiter sleeps on the kernel's word where it can (Linux `inotify` on the folder, through
 `inotify_simple`: an entry created, written or renamed into it wakes it at once), else it polls every
-`POLL_SECONDS`. A wake-up is only a hint to look again, so the kernel's notice of an unrelated entry costs one
-`stat`; a missed notice costs at most `NOTIFY_SLICE_SECONDS` (the longest sleep between looks, which also bounds
-how late `stop` is seen).
+`POLL_SECONDS`. :meth:`JobExits.nudge` (any thread) ends a wait at once: the runtime is told so when its
+execution ends (`local.execution_ends`). A wake-up is only a hint to look again, so the kernel's notice of an
+unrelated entry costs one `stat`; a missed notice costs at most `NOTIFY_SLICE_SECONDS` (the longest sleep
+between looks, which also bounds how late `stop` is seen).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import threading
@@ -49,12 +51,31 @@ def _folder_notices(folder: Path) -> Any:
     return notices
 
 
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 class JobExits:
     def __init__(self, jobs_dir: Path) -> None:
         self.jobs_dir = Path(jobs_dir)
         self._seen = self._mtime()
         self._exits = self._exit_files()
         self._notices: Any = None
+        self._nudged = threading.Event()
+        self._nudge_r, self._nudge_w = os.pipe()  # wakes a `select` on the folder's notices
+        os.set_blocking(self._nudge_r, False)
+        os.set_blocking(self._nudge_w, False)
+        weakref.finalize(self, _close_fds, self._nudge_r, self._nudge_w)
+
+    def nudge(self) -> None:
+        """End the current (or next) `wait` now, from any thread."""
+        self._nudged.set()
+        try:
+            os.write(self._nudge_w, b"!")
+        except (BlockingIOError, OSError):  # a full pipe has a wake-up pending already; a closed one no waiter
+            pass
 
     def _notices_of_folder(self) -> Any:
         if self._notices is None and self.jobs_dir.is_dir():
@@ -69,8 +90,11 @@ class JobExits:
         if notices is None:
             stop.wait(min(POLL_SECONDS, seconds))
             return False
-        ready, _, _ = select.select([notices], [], [], min(NOTIFY_SLICE_SECONDS, seconds))
-        if not ready:
+        ready, _, _ = select.select([notices, self._nudge_r], [], [], min(NOTIFY_SLICE_SECONDS, seconds))
+        if self._nudge_r in ready:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._nudge_r, 4096)
+        if notices not in ready:
             return False
         notices.read(timeout=0)  # drain: the notices only say "look again"
         return True
@@ -103,12 +127,15 @@ class JobExits:
         return bool(new)
 
     def wait(self, timeout: float, stop: threading.Event) -> bool:
-        """Until a job exits (True), `timeout` seconds pass or `stop` is set (False)."""
+        """Until a job exits (True), `timeout` seconds pass, `stop` is set or `nudge` is called (False)."""
         deadline = time.monotonic() + timeout
         notified = False
         while not stop.is_set():
             if self.changed(notified):
                 return True
+            if self._nudged.is_set():
+                self._nudged.clear()
+                return False
             left = deadline - time.monotonic()
             if left <= 0:
                 return False

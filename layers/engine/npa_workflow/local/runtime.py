@@ -66,6 +66,7 @@ from npa_workflow.local.durable_aws import (
     held_elsewhere,
 )
 from npa_workflow.local.event_pump import EventPump
+from npa_workflow.local.execution_ends import execution_ends
 from npa_workflow.local.heap import settled_heap
 from npa_workflow.local.in_process_calls import in_process_calls
 from npa_workflow.local.job_exits import JobExits
@@ -92,6 +93,7 @@ ROLE_NAME = "npa-workflow-local"
 HANDLER_MODULES = function_table.NAMES
 AWS_STATE_DIR = RUN_STATE_DIR
 PROGRESS_SECONDS = 0.5  # the live display's refresh
+DESCRIBE_SECONDS = 1.0  # the execution's status is read at least this often, told of its end or not
 WATCH_FAILURES_TOLERATED = 10  # consecutive failed watch events (each retried twice) before the run is stopped
 _S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
 _active = threading.Lock()
@@ -616,9 +618,22 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- the run
     def _wait(self, engine: Any, sfn: SfnExecutions, waves: RunWaves) -> str:
+        exits = JobExits(self.home / "jobs")
+        ended = threading.Event()
+
+        def execution_ended(arn: str) -> None:
+            if arn == self.execution_arn:
+                ended.set()
+                exits.nudge()
+
+        with execution_ends(execution_ended):
+            return self._wait_for_end(engine, sfn, waves, exits, ended)
+
+    def _wait_for_end(self, engine: Any, sfn: SfnExecutions, waves: RunWaves, exits: JobExits,
+                      ended: threading.Event) -> str:
         failures = 0
         last_progress = 0.0
-        exits = JobExits(self.home / "jobs")
+        last_described = time.monotonic()
         trigger_waiting = getattr(self.progress, "trigger_waiting", None)
         said_waiting: set[tuple[str, str]] = set()  # (state, loops key): each waiting trigger is said once
         while True:
@@ -634,8 +649,13 @@ class LocalRuntime:
                     self._stop_reason = (f"the watch function failed {failures} times in a row; its events are in "
                                          f"{self.pump.failures_path}")
                     raise RunInterrupted(self._stop_reason) from None
-            status = sfn.describe(self.execution_arn).status
             now = time.monotonic()
+            # The interpreter says when the execution ends (local.execution_ends); the API's status is read then,
+            # and every DESCRIBE_SECONDS in case it could not say (not after every wake-up: a round trip a wave).
+            status = "RUNNING"
+            if ended.is_set() or now - last_described >= DESCRIBE_SECONDS:
+                status = sfn.describe(self.execution_arn).status
+                last_described = now
             if status != "RUNNING" or (self._shows_progress and now - last_progress >= PROGRESS_SECONDS):
                 # every wave's items, growing with the run: read for the display (from the durable record, only
                 # when an item changed: local.run_waves), not at every wake-up
