@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from npa_workflow.local.moto_speedups import (
+    backends_found_once,
+    conditions_tokenized_once,
     definition_parsed_once,
     fast_attribute_values,
     interpreter_clients_kept,
@@ -130,13 +132,16 @@ def test_speedups_undone_on_exit() -> None:
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
     def seams() -> list[Any]:
+        from moto.dynamodb.comparisons import ConditionExpressionParser
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
         from moto.stepfunctions.parser.asl.utils import json_path
 
         return [BaseJSONSerializer.__dict__["_serialize_type_structure"], AmazonStateLanguageParser.__dict__["parse"],
                 StepFunctionsParserBackend.__dict__["_validate_definition"],
                 ExecutionWorker.__dict__["_get_evaluation_entrypoint"], json_path.parse,
-                lambda_eval_utils.boto_client_for]
+                lambda_eval_utils.boto_client_for, DomainDispatcherApplication.__dict__["get_backend_for_host"],
+                ConditionExpressionParser.__dict__["_lex_condition_expression"]]
 
     before = seams()
     with moto_speedups():
@@ -209,3 +214,73 @@ def test_update_expressions_parsed_once_apply_the_same(monkeypatch: pytest.Monke
             assert repr(ast) == shape  # its users left the shared AST as it was
     assert fast == plain
     assert UpdateExpressionParser.make(UPDATES[0][0]) is not UpdateExpressionParser.make(UPDATES[0][0])  # undone
+
+
+def test_backends_found_once_are_moto_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import backends
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    from npa_workflow.local.moto_server import start_moto_server
+
+    hosts = ["dynamodb.us-east-1.amazonaws.com", "states.us-east-1.amazonaws.com", "lambda.eu-west-1.amazonaws.com",
+             "s3.amazonaws.com", "bucket.s3.amazonaws.com", "moto_api", "sqs"]
+    with start_moto_server() as server:
+        app = server.wsgi_app
+        plain = [DomainDispatcherApplication.get_backend_for_host(app, h) for h in hosts]
+        listings = []
+        real = backends.list_of_moto_modules
+        monkeypatch.setattr(backends, "list_of_moto_modules", lambda: listings.append(1) or real())
+        with backends_found_once():
+            fast = [app.get_backend_for_host(h) for h in hosts]
+            assert [app.get_backend_for_host(h) for h in hosts] == fast
+            looked_up = len(listings)
+            assert app.get_backend_for_host("dynamodb.us-east-1.amazonaws.com") == "dynamodb"
+            assert len(listings) == looked_up  # found once: no listing of moto's folder again
+            assert app.get_backend_for_host(None) is None
+        assert fast == plain and "dynamodb" in plain and "stepfunctions" in plain
+
+
+CONDITIONS = [
+    ("attribute_exists(pk) AND NOT #status IN (:t1, :t2, :t3) AND (attribute_not_exists(job_id) OR job_id = :job_id)",
+     {"#status": "status"}, {":t1": {"S": "SUCCEEDED"}, ":t2": {"S": "FAILED"}, ":t3": {"S": "CANCELLED"},
+                             ":job_id": {"S": "local-1"}}),
+    ("attribute_not_exists(pk)", None, None),
+    ("begins_with(sk, :p) AND m.deeper = :v OR contains(tl, :x)", None,
+     {":p": {"S": "WAVE#"}, ":v": {"S": "deep"}, ":x": {"S": "x"}}),
+    ("#s BETWEEN :a AND :b", {"#s": "status"}, {":a": {"S": "A"}, ":b": {"S": "Z"}}),
+]
+
+
+def test_conditions_tokenized_once_decide_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    items = [Item(DynamoType({"S": "RUN#r1"}), DynamoType({"S": sk}), attrs) for sk, attrs in [
+        ("WAVE#a#A1", {"pk": {"S": "RUN#r1"}, "sk": {"S": "WAVE#a#A1"}, "status": {"S": "RUNNING"}}),
+        ("WAVE#b#A1", {"pk": {"S": "RUN#r1"}, "sk": {"S": "WAVE#b#A1"}, "status": {"S": "FAILED"},
+                       "job_id": {"S": "local-1"}, "tl": {"L": [{"S": "x"}]}, "m": {"M": {"deeper": {"S": "deep"}}}}),
+        ("RUN", {"pk": {"S": "RUN#r1"}, "sk": {"S": "RUN"}, "job_id": {"S": "local-2"}}),
+    ]]
+
+    def decide() -> list[list[bool]]:
+        return [[ConditionExpressionParser(e, n, v).parse().expr(item) for item in items] for e, n, v in CONDITIONS]
+
+    def tokens() -> list[Any]:
+        return [list(ConditionExpressionParser(e, n, v)._lex_condition_expression()) for e, n, v in CONDITIONS]
+
+    plain, plain_tokens = decide(), tokens()
+    with conditions_tokenized_once():
+        shared = ConditionExpressionParser(CONDITIONS[0][0], None, None)._lex_condition_expression()
+        assert shared is not ConditionExpressionParser(CONDITIONS[0][0], None, None)._lex_condition_expression()
+        fast, fast_tokens = decide(), tokens()
+        lexed: list[str] = []
+        lex_one = ConditionExpressionParser._lex_one_node
+        monkeypatch.setattr(ConditionExpressionParser, "_lex_one_node",
+                            lambda self, rest: lexed.append(rest) or lex_one(self, rest))
+        assert decide() == fast  # a second use of the kept tokens decides the same
+        assert lexed == []  # without tokenizing again
+        monkeypatch.undo()
+        with pytest.raises(ValueError, match="Cannot parse condition"):
+            ConditionExpressionParser("a = :v ;", None, {":v": {"S": "x"}}).parse()
+    assert fast == plain and fast_tokens == plain_tokens
+    assert plain[0] == [True, False, False] and plain[1] == [False, False, False] and plain[2] == [False, True, False]

@@ -43,6 +43,19 @@ own path. Figures: `bench/local_overhead.py`.
    deep copy (`Validator.__init__`). So the AST of a text is kept (bounded) and shared; a text that fails to
    parse fails every time, as before (an exception is not kept). Seam:
    `moto.dynamodb.parsing.expressions.UpdateExpressionParser.make(cls, expression_str)`.
+6. The backend of a host found once. moto's server looks up which service a request is for at every request:
+   the host it infers from the request's signature is checked against a listing of moto's package folder (a
+   `listdir` and a `stat` per entry, about 150) and then against every service's URL patterns. The answer
+   depends on the host text only (the folder and the patterns are fixed for the process), so a host's backend,
+   once found, is kept (bounded); a host that finds none is looked up each time, as before (moto prints a hint
+   for it). Seam: `moto.moto_server.werkzeug_app.DomainDispatcherApplication.get_backend_for_host(self, host)`.
+7. A condition expression tokenized once per text. Each `ConditionExpression` (every conditional write of the
+   ledger) and `FilterExpression` is tokenized by a loop that builds its pattern list anew for every token. The
+   tokens depend on the text only and are immutable (named tuples whose `children` lists the later stages read
+   and never change: they build new nodes); the stages after it (names and values substituted, the tree built)
+   run at every call as before. So the tokens of a text are kept (bounded) and each parse gets its own deque of
+   them; a text that does not tokenize raises every time. Seam:
+   `moto.dynamodb.comparisons.ConditionExpressionParser._lex_condition_expression(self)`.
 """
 
 from __future__ import annotations
@@ -55,13 +68,15 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
-__all__ = ["definition_parsed_once", "fast_attribute_values", "interpreter_clients_kept", "jsonpath_parsed_once",
-           "moto_speedups", "update_expressions_parsed_once"]
+__all__ = ["backends_found_once", "conditions_tokenized_once", "definition_parsed_once", "fast_attribute_values",
+           "interpreter_clients_kept", "jsonpath_parsed_once", "moto_speedups", "update_expressions_parsed_once"]
 
 JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
 KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
 UPDATE_EXPRESSIONS = 512  # distinct update expression texts kept (the ledger sends a dozen)
 KEPT_CLIENTS = 16  # (region, service, endpoint) triples: a run uses two or three
+KEPT_HOSTS = 64  # request hosts (service.region.amazonaws.com): a stack uses half a dozen
+CONDITION_EXPRESSIONS = 512  # distinct condition/filter texts kept (the ledger sends a dozen)
 
 _SHAPE = "AttributeValue"
 _SERVICES = frozenset({"dynamodb"})
@@ -117,7 +132,7 @@ def _member(serializer: Any, value: Any, shape: Any) -> Any:
 @contextlib.contextmanager
 def moto_speedups() -> Iterator[None]:
     with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept(), \
-            update_expressions_parsed_once():
+            update_expressions_parsed_once(), backends_found_once(), conditions_tokenized_once():
         yield
 
 
@@ -273,4 +288,56 @@ def update_expressions_parsed_once() -> Iterator[None]:
         return classmethod(cached)
 
     with _swapped((UpdateExpressionParser, "make", make)):
+        yield
+
+
+@contextlib.contextmanager
+def backends_found_once() -> Iterator[None]:
+    """Speed-up 6 (see the module doc)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    def make(find: Any) -> Any:
+        found: OrderedDict[str, Any] = OrderedDict()
+        lock = threading.Lock()
+
+        def get_backend_for_host(self: Any, host: str | None) -> Any:
+            if host is None:
+                return find(self, host)
+            with lock:
+                if host in found:
+                    return found[host]
+            backend = find(self, host)
+            if backend is not None:
+                with lock:
+                    found[host] = backend
+                    while len(found) > KEPT_HOSTS:
+                        found.popitem(last=False)
+            return backend
+
+        return get_backend_for_host
+
+    with _swapped((DomainDispatcherApplication, "get_backend_for_host", make)):
+        yield
+
+
+@contextlib.contextmanager
+def conditions_tokenized_once() -> Iterator[None]:
+    """Speed-up 7 (see the module doc)."""
+    from collections import deque
+
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    def make(lex: Any) -> Any:
+        @functools.lru_cache(maxsize=CONDITION_EXPRESSIONS)
+        def tokens(expression: str) -> tuple[Any, ...]:
+            return tuple(lex(ConditionExpressionParser(expression, None, None)))
+
+        def _lex_condition_expression(self: Any) -> Any:
+            if not isinstance(self.condition_expression, str):
+                return lex(self)
+            return deque(tokens(self.condition_expression))
+
+        return _lex_condition_expression
+
+    with _swapped((ConditionExpressionParser, "_lex_condition_expression", make)):
         yield
