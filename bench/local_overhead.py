@@ -12,6 +12,7 @@ on its tick — and reports, from the run report's timestamps:
     .venv/bin/python bench/local_overhead.py            # N = 20, tick 0.25 s
     .venv/bin/python bench/local_overhead.py -n 50 --tick 0.1
     .venv/bin/python bench/local_overhead.py --baseline ../old-tree   # the same figures of another tree beside
+    .venv/bin/python bench/local_overhead.py --baseline ../old-tree --repeat 5   # medians, runs alternating
 
 Where the time goes and what was cut (this 2-core machine, shared; baseline = main at 7007cee, same session;
 "CPU/wave" = the runtime process's CPU of a 25-wave chain less a 5-wave one, over 20 — steadier than wall time
@@ -119,26 +120,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tick", type=float, default=0.25, help="watch-pass tick in seconds (default 0.25)")
     parser.add_argument("--baseline", type=Path, help="a source tree to measure the same way, side by side "
                         "(e.g. a `git worktree` of an older commit)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each tree, alternating; the medians are "
+                        "printed (a shared machine's load moves single runs by 10-20 %%)")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    figures = measure(args.n, args.tick)
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps(measure(args.n, args.tick)))
         return 0
-    base = None
-    if args.baseline:
-        import os
-        import subprocess
+    import os
+    import subprocess
 
-        root = args.baseline.resolve()
-        env = {**os.environ, "PYTHONPATH": f"{root / 'layers' / 'engine'}{os.pathsep}{root}"}
+    def run(root: Path | None) -> dict[str, float]:
+        """One measurement in a fresh process (a run leaves moto's classes patched and its heap grown)."""
+        env = dict(os.environ)
+        if root is not None:
+            env["PYTHONPATH"] = f"{root / 'layers' / 'engine'}{os.pathsep}{root}"
         done = subprocess.run([sys.executable, __file__, "-n", str(args.n), "--tick", str(args.tick), "--json"],
                               env=env, capture_output=True, text=True, check=True)
-        base = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"waves: {args.n} no-op steps in a chain, watch tick {args.tick:.2f} s")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    baseline = args.baseline.resolve() if args.baseline else None
+    mine: list[dict[str, float]] = []
+    theirs: list[dict[str, float]] = []
+    for _ in range(max(1, args.repeat)):
+        mine.append(run(None))
+        if baseline is not None:
+            theirs.append(run(baseline))
+
+    def median(runs: list[dict[str, float]]) -> dict[str, float]:
+        return {key: statistics.median(r[key] for r in runs) for key, _ in ROWS}
+
+    figures, base = median(mine), (median(theirs) if theirs else None)
+    runs = f", median of {len(mine)} runs each" if len(mine) > 1 else ""
+    print(f"waves: {args.n} no-op steps in a chain, watch tick {args.tick:.2f} s{runs}")
     print(f"{'':48} {'this tree':>10}" + (f" {'baseline':>10}" if base else ""))
     for key, label in ROWS:
         print(f"{label:48} {figures[key]:9.3f}s" + (f" {base[key]:9.3f}s" if base else ""))
+    if len(mine) > 1:
+        def each(runs: list[dict[str, float]]) -> str:
+            return " ".join(f"{r['per_wave']:.3f}" for r in runs)
+
+        print(f"overhead per wave, each run: {each(mine)}" + (f" | baseline: {each(theirs)}" if theirs else ""))
     return 0
 
 

@@ -87,3 +87,43 @@ def test_a_nudge_ends_the_wait_at_once_and_only_once(tmp_path: Path, monkeypatch
     assert time.monotonic() - started >= 0.19
     later(0.05, lambda: exit_file(tmp_path, "local-f.exit"))
     assert exits.wait(5.0, stop) is True  # exits still wake it
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's notices are Linux inotify")
+def test_notices_name_the_exit_without_listing_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(50):  # a folder of earlier jobs: listed once, when the watch begins
+        exit_file(tmp_path, f"old-{i}.exit")
+    exits = JobExits(tmp_path)
+    assert exits._named
+    listings: list[int] = []
+    listing = JobExits._exit_files
+    monkeypatch.setattr(JobExits, "_exit_files", lambda self: listings.append(1) or listing(self))
+    stop = threading.Event()
+    later(0.05, lambda: (exit_file(tmp_path, "local-g.json"), exit_file(tmp_path, "local-g.exit")))
+    assert exits.wait(5.0, stop) is True
+    assert exits.wait(0.1, stop) is False  # the same exit is not new twice
+    assert listings == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's notices are Linux inotify")
+def test_an_overflow_or_a_new_folder_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npa_workflow.local import job_exits
+
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    exits = JobExits(folder)
+    stop = threading.Event()
+    real_drain = JobExits._drain
+
+    class Overflow:
+        mask, name = job_exits._Q_OVERFLOW, ""
+
+    monkeypatch.setattr(JobExits, "_drain", staticmethod(lambda notices: [*real_drain(notices), Overflow()]))
+    exit_file(folder, "local-h.exit")
+    assert exits.changed() is True  # the kernel dropped notices: found by listing
+    monkeypatch.undo()
+    folder.rename(tmp_path / "gone")  # the watch ends with its folder ...
+    folder.mkdir()  # ... and a new one is watched and listed
+    assert exits.changed() is False
+    later(0.05, lambda: exit_file(folder, "local-i.exit"))
+    assert exits.wait(5.0, stop) is True

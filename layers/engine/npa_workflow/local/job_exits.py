@@ -2,10 +2,14 @@
 
 In the cloud the watch runs on a schedule; locally the moment a process exits is observable, so a finished wave
 can complete at once (the tick stays as the safety net, as in the cloud). The local executor's wrapper writes
-`<jobs>/<job-id>.exit` atomically (a rename into the jobs folder), and every entry created or renamed in a
-folder changes the folder's modification time: one `stat` of the folder per poll sees any exit, without a hook
-in the executor; only when it changed is the folder listed, to tell a new exit file from a new job's record,
-log or lock.
+`<jobs>/<job-id>.exit` atomically (a rename into the jobs folder).
+
+Where the kernel gives notices of the folder (Linux `inotify`), they name every entry created, written or renamed
+into it since the watch began, so a new exit file is read from the names, without listing the folder (which
+holds four entries per job ever run there). The folder is listed once when the watch begins (what was there
+before it) and again only if the kernel's queue overflowed. Elsewhere, every entry created or renamed in a
+folder changes its modification time: one `stat` per poll sees any exit, and only when it changed is the folder
+listed, to tell a new exit file from a new job's record, log or lock.
 
 Between looks the waiter sleeps on the kernel's word where it can (Linux `inotify` on the folder, through
 `inotify_simple`: an entry created, written or renamed into it wakes it at once), else it polls every
@@ -31,6 +35,9 @@ __all__ = ["JobExits"]
 POLL_SECONDS = 0.01
 NOTIFY_SLICE_SECONDS = 0.05
 EXIT_SUFFIX = ".exit"  # the local executor's `<job-id>.exit`
+_Q_OVERFLOW = 0x00004000  # IN_Q_OVERFLOW (inotify(7)): the kernel's queue was full, notices were dropped
+# IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED: the watched folder was moved or removed, or its watch ended
+_FOLDER_GONE = 0x00000800 | 0x00000400 | 0x00008000
 
 
 def _folder_notices(folder: Path) -> Any:
@@ -44,7 +51,8 @@ def _folder_notices(folder: Path) -> Any:
     except (OSError, AttributeError):  # AttributeError: a libc without inotify_init1
         return None
     try:
-        notices.add_watch(folder, flags.CLOSE_WRITE | flags.MOVED_TO | flags.CREATE)
+        notices.add_watch(folder, flags.CLOSE_WRITE | flags.MOVED_TO | flags.CREATE | flags.DELETE_SELF
+                          | flags.MOVE_SELF)
     except OSError:
         notices.close()
         return None
@@ -60,14 +68,17 @@ def _close_fds(*fds: int) -> None:
 class JobExits:
     def __init__(self, jobs_dir: Path) -> None:
         self.jobs_dir = Path(jobs_dir)
-        self._seen = self._mtime()
-        self._exits = self._exit_files()
         self._notices: Any = None
+        self._named = False  # the notices name every entry since the folder was last listed
         self._nudged = threading.Event()
         self._nudge_r, self._nudge_w = os.pipe()  # wakes a `select` on the folder's notices
         os.set_blocking(self._nudge_r, False)
         os.set_blocking(self._nudge_w, False)
         weakref.finalize(self, _close_fds, self._nudge_r, self._nudge_w)
+        self._notices_of_folder()  # before the listing: an exit after it is in the notices
+        self._seen = self._mtime()
+        self._exits = self._exit_files()
+        self._named = self._notices is not None
 
     def nudge(self) -> None:
         """End the current (or next) `wait` now, from any thread."""
@@ -94,10 +105,7 @@ class JobExits:
         if self._nudge_r in ready:
             with contextlib.suppress(BlockingIOError, OSError):
                 os.read(self._nudge_r, 4096)
-        if notices not in ready:
-            return False
-        notices.read(timeout=0)  # drain: the notices only say "look again"
-        return True
+        return notices in ready  # `changed` reads them
 
     def _mtime(self) -> int:
         try:
@@ -113,10 +121,25 @@ class JobExits:
             return set()
 
     def changed(self, notified: bool = False) -> bool:
-        """A job exited since the last call: the folder changed and holds an exit file it did not hold before (a
-        new job's record, log or lock changes the folder too, and is not an exit). `notified`: the kernel said
-        the folder changed, so it is listed even if its modification time looks the same (two changes within one
-        tick of the file system's clock)."""
+        """A job exited since the last call: an exit file appeared that was not there before (a new job's record,
+        log or lock is not an exit). From the kernel's notices where there are; else from a listing of the folder
+        when its modification time moved, or when `notified` (two changes within one tick of the file system's
+        clock look like none)."""
+        notices = self._notices_of_folder()
+        if notices is not None and self._named:
+            events = self._drain(notices)
+            if any(e.mask & _FOLDER_GONE for e in events):  # the folder was removed or moved: watch it anew
+                notices.close()
+                self._notices, self._named = None, False
+                notices = self._notices_of_folder()
+            elif not any(e.mask & _Q_OVERFLOW for e in events):
+                new = {e.name for e in events if e.name.endswith(EXIT_SUFFIX)} - self._exits
+                self._exits |= new
+                return bool(new)
+            notified = True  # the kernel dropped notices, or the watch began anew: list the folder
+        elif notices is not None:  # the notices began after the folder appeared: list what came before them
+            self._drain(notices)
+            notified = True
         now = self._mtime()
         if now == self._seen and not notified:
             return False
@@ -124,7 +147,15 @@ class JobExits:
         exits = self._exit_files()
         new = exits - self._exits
         self._exits = exits
+        self._named = notices is not None
         return bool(new)
+
+    @staticmethod
+    def _drain(notices: Any) -> list[Any]:
+        try:
+            return list(notices.read(timeout=0))
+        except BlockingIOError:
+            return []
 
     def wait(self, timeout: float, stop: threading.Event) -> bool:
         """Until a job exits (True), `timeout` seconds pass, `stop` is set or `nudge` is called (False)."""
