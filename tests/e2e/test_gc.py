@@ -29,7 +29,7 @@ def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(
     report = run(spec, home, run_id="old-run")
     assert report["status"] == "SUCCEEDED"
     job_id = report["waves"][0]["job_id"]
-    assert list((home / "jobs").glob(f"{job_id}.*"))
+    assert list((home / "jobs").glob(f"{job_id}.*")) and list((home / "jobs" / "names").glob(f"*/{job_id}"))
     held = home / "runs" / "held-run" / "aws"
     held_state = DurableAws(held)  # as a running (or resuming) process holds its run
     try:
@@ -46,6 +46,7 @@ def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(
         assert done.returncode == 0 and "deleted old-run" in done.stdout, done.stdout
         assert not (home / "runs" / "old-run").exists()
         assert not list((home / "jobs").glob(f"{job_id}.*"))
+        assert not list((home / "jobs" / "names").glob(f"*/{job_id}"))  # nor its entry in the name index
         assert held.is_dir()
     finally:
         held_state.close()

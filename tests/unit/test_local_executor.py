@@ -22,6 +22,7 @@ from npa_workflow.local.executor import (
     SUCCEEDED,
     JobInfo,
     LocalExecutor,
+    job_files,
 )
 
 PY = sys.executable
@@ -142,6 +143,36 @@ def test_find_by_name_exact_match(ex: LocalExecutor) -> None:
     assert ex.find_by_name("run1.train") == []
     # Another instance on the same state dir sees the same jobs.
     assert LocalExecutor(ex.state_dir).find_by_name("run1.train.w0") == [first, second]
+
+
+def test_find_by_name_reads_the_name_index_not_every_record(ex: LocalExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npa_workflow.local import executor as executor_module
+
+    job = ex.launch("run2.a.a1", [PY, "-c", "pass"], env={}, cwd=None)
+    for i in range(30):  # other jobs of the home: never read by a lookup of another name
+        ex.launch(f"run2.b{i}.a1", [PY, "-c", "pass"], env={}, cwd=None)
+    read: list[Path] = []
+    real = executor_module._read_json
+    monkeypatch.setattr(executor_module, "_read_json", lambda path: read.append(path) or real(path))
+    assert ex.find_by_name("run2.a.a1") == [job]
+    assert read == [ex.jobs_dir / f"{job}.json"]
+    # an entry whose record is gone (or not written yet: the entry comes first) is no job
+    (ex.jobs_dir / f"{job}.json").unlink()
+    assert ex.find_by_name("run2.a.a1") == []
+
+
+def test_records_made_before_the_index_are_indexed_once(ex: LocalExecutor) -> None:
+    import shutil
+
+    old = ex.launch("run3.a.a1", [PY, "-c", "pass"], env={}, cwd=None)
+    wait_terminal(ex, old)
+    shutil.rmtree(ex.jobs_dir / "names")  # a home from before the index: records only
+    assert LocalExecutor(ex.state_dir).find_by_name("run3.a.a1") == [old]
+    assert (ex.jobs_dir / "names" / ".complete").exists()
+    new = ex.launch("run3.a.a1", [PY, "-c", "pass"], env={}, cwd=None)
+    assert ex.find_by_name("run3.a.a1") == [old, new]
+    assert sorted(p.name for p in job_files(ex.jobs_dir, old)) == sorted([
+        f"{old}.exit", f"{old}.json", f"{old}.lock", f"{old}.log", old])  # the name entry goes with the job
 
 
 def test_cancel_kills_whole_group_including_grandchildren(ex: LocalExecutor, tmp_path: Path) -> None:

@@ -60,7 +60,9 @@ def _job_ids(run_dir: Path) -> set[str]:
 
 
 def _job_files(home: Path, job_ids: set[str]) -> list[Path]:
-    return sorted(p for job_id in job_ids for p in (home / "jobs").glob(f"{job_id}.*"))
+    from npa_workflow.local.executor import job_files
+
+    return sorted(p for job_id in job_ids for p in job_files(home / "jobs", job_id))
 
 
 def _running_jobs(home: Path, job_ids: set[str]) -> bool:
