@@ -16,6 +16,7 @@ from npa_workflow.local.moto_speedups import (
     interpreter_clients_kept,
     jsonpath_parsed_once,
     moto_speedups,
+    partition_queries,
     update_expressions_parsed_once,
 )
 
@@ -133,6 +134,7 @@ def test_speedups_undone_on_exit() -> None:
 
     def seams() -> list[Any]:
         from moto.dynamodb.comparisons import ConditionExpressionParser
+        from moto.dynamodb.models.table import Table
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
         from moto.stepfunctions.parser.asl.utils import json_path
@@ -141,7 +143,8 @@ def test_speedups_undone_on_exit() -> None:
                 StepFunctionsParserBackend.__dict__["_validate_definition"],
                 ExecutionWorker.__dict__["_get_evaluation_entrypoint"], json_path.parse,
                 lambda_eval_utils.boto_client_for, DomainDispatcherApplication.__dict__["get_backend_for_host"],
-                ConditionExpressionParser.__dict__["_lex_condition_expression"]]
+                ConditionExpressionParser.__dict__["_lex_condition_expression"], Table.__dict__["query"],
+                Table.__dict__["all_items"]]
 
     before = seams()
     with moto_speedups():
@@ -284,3 +287,70 @@ def test_conditions_tokenized_once_decide_the_same(monkeypatch: pytest.MonkeyPat
             ConditionExpressionParser("a = :v ;", None, {":v": {"S": "x"}}).parse()
     assert fast == plain and fast_tokens == plain_tokens
     assert plain[0] == [True, False, False] and plain[1] == [False, False, False] and plain[2] == [False, True, False]
+
+
+QUERIES = [
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "RUN#b"}}},
+    {"KeyConditionExpression": "pk = :p AND begins_with(sk, :s)", "ScanIndexForward": False, "Limit": 1,
+     "ConsistentRead": True, "ExpressionAttributeValues": {":p": {"S": "RUN#b"}, ":s": {"S": "WAVE#w01"}}},
+    {"KeyConditionExpression": "pk = :p AND begins_with(sk, :s)", "Select": "COUNT", "FilterExpression": "#st = :st",
+     "ExpressionAttributeNames": {"#st": "state"},
+     "ExpressionAttributeValues": {":p": {"S": "RUN#a"}, ":s": {"S": "WAVE#w0"}, ":st": {"S": "w03"}}},
+    {"KeyConditionExpression": "pk = :p AND sk BETWEEN :lo AND :hi", "Limit": 3,
+     "ExpressionAttributeValues": {":p": {"S": "RUN#a"}, ":lo": {"S": "WAVE#w02"}, ":hi": {"S": "WAVE#w09"}}},
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "RUN#none"}}},
+    {"IndexName": "active", "KeyConditionExpression": "active_pk = :p",
+     "ExpressionAttributeValues": {":p": {"S": "A"}}},
+]
+
+
+def _run_queries(table: str) -> list[Any]:
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "active_pk")],
+        GlobalSecondaryIndexes=[{"IndexName": "active", "Projection": {"ProjectionType": "ALL"},
+                                 "KeySchema": [{"AttributeName": "active_pk", "KeyType": "HASH"},
+                                               {"AttributeName": "sk", "KeyType": "RANGE"}]}])
+    for run in ("a", "b", "c"):
+        for i in range(12):
+            item = {"pk": {"S": f"RUN#{run}"}, "sk": {"S": f"WAVE#w{i % 6:02d}#A{i // 6 + 1}"},
+                    "state": {"S": f"w{i % 6:02d}"}, "tl": {"L": [{"S": "x" * i}]}}
+            if i % 4 == 0:
+                item["active_pk"] = {"S": "A"}
+            client.put_item(TableName=table, Item=item)
+    answers: list[Any] = []
+    for query in QUERIES:
+        pages, kwargs = [], dict(query)
+        while True:  # every page, as the ledger follows them
+            resp = client.query(TableName=table, **kwargs)
+            pages.append({k: resp.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")})
+            if not resp.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        answers.append(pages)
+    return answers
+
+
+def test_partition_queries_answer_as_moto_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+    from moto.dynamodb.models.table import Table
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        plain = _run_queries("plain")
+        collected: list[int] = []  # how many items each query collected before its key condition
+        with partition_queries():
+            seam = Table.all_items
+            fast = _run_queries("fast")
+            monkeypatch.setattr(Table, "all_items", lambda self: collected.append(len(items := seam(self))) or items)
+            assert _run_queries("again") == fast
+            monkeypatch.undo()
+    assert fast == plain
+    assert plain[0][0]["Count"] == 12 and plain[2][0]["Count"] == 2 and plain[5][0]["Count"] == 9
+    # key queries read their partition (12 items, none for a run without any), the index query the table (36)
+    assert set(collected) == {12, 0, 36}
