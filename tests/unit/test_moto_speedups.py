@@ -15,6 +15,7 @@ from npa_workflow.local.moto_speedups import (
     fast_attribute_values,
     interpreter_clients_kept,
     jsonpath_parsed_once,
+    method_names_listed_once,
     moto_speedups,
     partition_queries,
     update_expressions_parsed_once,
@@ -133,6 +134,7 @@ def test_speedups_undone_on_exit() -> None:
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
     def seams() -> list[Any]:
+        from moto.core import responses
         from moto.dynamodb.comparisons import ConditionExpressionParser
         from moto.dynamodb.models.table import Table
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication
@@ -144,7 +146,7 @@ def test_speedups_undone_on_exit() -> None:
                 ExecutionWorker.__dict__["_get_evaluation_entrypoint"], json_path.parse,
                 lambda_eval_utils.boto_client_for, DomainDispatcherApplication.__dict__["get_backend_for_host"],
                 ConditionExpressionParser.__dict__["_lex_condition_expression"], Table.__dict__["query"],
-                Table.__dict__["all_items"]]
+                Table.__dict__["all_items"], responses.method_names_from_class]
 
     before = seams()
     with moto_speedups():
@@ -354,3 +356,26 @@ def test_partition_queries_answer_as_moto_does(monkeypatch: pytest.MonkeyPatch) 
     assert plain[0][0]["Count"] == 12 and plain[2][0]["Count"] == 2 and plain[5][0]["Count"] == 9
     # key queries read their partition (12 items, none for a run without any), the index query the table (36)
     assert set(collected) == {12, 0, 36}
+
+
+def test_method_names_listed_once_are_moto_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+
+    from moto.core import responses
+    from moto.core.utils import method_names_from_class
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    with method_names_listed_once():
+        for clazz in (DynamoHandler, StepFunctionResponse):
+            names = responses.method_names_from_class(clazz)
+            assert names == method_names_from_class(clazz) and "get_item" in method_names_from_class(DynamoHandler)
+            names.append("changed by a caller")  # a copy: the kept list is not changed
+            assert responses.method_names_from_class(clazz) == method_names_from_class(clazz)
+        listings: list[object] = []
+        getmembers = inspect.getmembers
+        monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: listings.append(a[0]) or getmembers(*a, **k))
+        responses.method_names_from_class(DynamoHandler)
+        assert listings == []  # kept: the class tree is not walked again
+        monkeypatch.undo()
+    assert responses.method_names_from_class is method_names_from_class  # undone

@@ -65,6 +65,11 @@ own path. Figures: `bench/local_overhead.py`.
    key condition, limits, pages, filters, projections, copies) is moto's own code. Index queries are left as they
    are. The swap is per thread (the server answers requests on several). Seams: `Table.query(self, hash_key,
    ...)` and `Table.all_items(self)` of `moto.dynamodb.models.table`.
+9. A handler's action names listed once per class. To find the method of a request's action, moto lists the
+   functions of the service's response class with `inspect.getmembers` at every request (its whole class tree,
+   ~10 % of a `GetItem`'s CPU). The functions of a class are fixed once it is defined (the twin's patches
+   replace methods, never add or remove one), so the list is kept per class (bounded) and a copy handed out.
+   Seam: the `method_names_from_class` name imported by `moto.core.responses`.
 """
 
 from __future__ import annotations
@@ -78,8 +83,8 @@ from enum import Enum
 from typing import Any
 
 __all__ = ["backends_found_once", "conditions_tokenized_once", "definition_parsed_once", "fast_attribute_values",
-           "interpreter_clients_kept", "jsonpath_parsed_once", "moto_speedups", "partition_queries",
-           "update_expressions_parsed_once"]
+           "interpreter_clients_kept", "jsonpath_parsed_once", "method_names_listed_once", "moto_speedups",
+           "partition_queries", "update_expressions_parsed_once"]
 
 JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
 KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
@@ -87,6 +92,7 @@ UPDATE_EXPRESSIONS = 512  # distinct update expression texts kept (the ledger se
 KEPT_CLIENTS = 16  # (region, service, endpoint) triples: a run uses two or three
 KEPT_HOSTS = 64  # request hosts (service.region.amazonaws.com): a stack uses half a dozen
 CONDITION_EXPRESSIONS = 512  # distinct condition/filter texts kept (the ledger sends a dozen)
+RESPONSE_CLASSES = 64  # moto response classes whose action names are kept (a stack uses five)
 
 _SHAPE = "AttributeValue"
 _SERVICES = frozenset({"dynamodb"})
@@ -142,7 +148,8 @@ def _member(serializer: Any, value: Any, shape: Any) -> Any:
 @contextlib.contextmanager
 def moto_speedups() -> Iterator[None]:
     with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept(), \
-            update_expressions_parsed_once(), backends_found_once(), conditions_tokenized_once(), partition_queries():
+            update_expressions_parsed_once(), backends_found_once(), conditions_tokenized_once(), partition_queries(), \
+            method_names_listed_once():
         yield
 
 
@@ -389,4 +396,23 @@ def partition_queries() -> Iterator[None]:
         return table_all_items
 
     with _swapped((Table, "query", make_query), (Table, "all_items", make_all_items)):
+        yield
+
+
+@contextlib.contextmanager
+def method_names_listed_once() -> Iterator[None]:
+    """Speed-up 9 (see the module doc)."""
+    from moto.core import responses
+
+    def make(list_names: Any) -> Any:
+        @functools.lru_cache(maxsize=RESPONSE_CLASSES)
+        def listed(clazz: type) -> tuple[str, ...]:
+            return tuple(list_names(clazz))
+
+        def method_names_from_class(clazz: Any) -> list[str]:
+            return list(listed(clazz)) if isinstance(clazz, type) else list_names(clazz)
+
+        return method_names_from_class
+
+    with _swapped((responses, "method_names_from_class", make)):
         yield
