@@ -19,6 +19,7 @@ from npa_workflow.local.moto_speedups import (
     moto_speedups,
     partition_queries,
     update_expressions_parsed_once,
+    walkers_built_once,
 )
 
 ITEM = {
@@ -137,6 +138,7 @@ def test_speedups_undone_on_exit() -> None:
         from moto.core import responses
         from moto.dynamodb.comparisons import ConditionExpressionParser
         from moto.dynamodb.models.table import Table
+        from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
         from moto.stepfunctions.parser.asl.utils import json_path
@@ -146,7 +148,8 @@ def test_speedups_undone_on_exit() -> None:
                 ExecutionWorker.__dict__["_get_evaluation_entrypoint"], json_path.parse,
                 lambda_eval_utils.boto_client_for, DomainDispatcherApplication.__dict__["get_backend_for_host"],
                 ConditionExpressionParser.__dict__["_lex_condition_expression"], Table.__dict__["query"],
-                Table.__dict__["all_items"], responses.method_names_from_class]
+                Table.__dict__["all_items"], responses.method_names_from_class,
+                DepthFirstTraverser.__dict__["nodes_to_be_processed"], DepthFirstTraverser.__dict__["process"]]
 
     before = seams()
     with moto_speedups():
@@ -379,3 +382,32 @@ def test_method_names_listed_once_are_moto_lists(monkeypatch: pytest.MonkeyPatch
         assert listings == []  # kept: the class tree is not walked again
         monkeypatch.undo()
     assert responses.method_names_from_class is method_names_from_class  # undone
+
+
+def test_walkers_built_once_apply_and_refuse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+    from moto import mock_aws
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+
+    def refusals(table: str) -> list[str]:
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        out = []
+        for expression, values in [("SET a = :v, a = :w", {":v": {"S": "1"}, ":w": {"S": "2"}}),  # duplicate path
+                                   ("SET pk = :v", {":v": {"S": "other"}}),  # a key attribute
+                                   ("SET a = gone + :n", {":n": {"N": "1"}})]:  # a path that does not exist
+            try:
+                client.update_item(TableName=table, Key={"pk": {"S": "k"}}, UpdateExpression=expression,
+                                   ExpressionAttributeValues=values)
+                out.append("applied")
+            except client.exceptions.ClientError as exc:
+                out.append(exc.response["Error"]["Message"])
+        return out
+
+    with mock_aws():
+        plain = _apply_updates("plain"), refusals("plain")
+        with walkers_built_once():
+            fast = _apply_updates("fast"), refusals("fast")
+    assert fast == plain
+    assert all(message != "applied" for message in plain[1])

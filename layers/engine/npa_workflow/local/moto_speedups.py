@@ -70,6 +70,13 @@ own path. Figures: `bench/local_overhead.py`.
    ~10 % of a `GetItem`'s CPU). The functions of a class are fixed once it is defined (the twin's patches
    replace methods, never add or remove one), so the list is kept per class (bounded) and a copy handed out.
    Seam: the `method_names_from_class` name imported by `moto.core.responses`.
+10. An update expression's validation walks without rebuilding its tables. moto validates and applies an
+   `UpdateExpression` with ten tree walks per `UpdateItem`; at every node of every walk the walker calls its
+   `_processing_map()` twice (which node types it handles, and with which of its methods), building a new dict of
+   bound methods each time. Every walker's map is a literal of its own methods, the same at every call, so it is
+   built once per walker (a walker lives for one validation) and read from there. Seams:
+   `DepthFirstTraverser.nodes_to_be_processed(self)` and `DepthFirstTraverser.process(self, node)` of
+   `moto.dynamodb.parsing.ast_nodes`.
 """
 
 from __future__ import annotations
@@ -84,7 +91,7 @@ from typing import Any
 
 __all__ = ["backends_found_once", "conditions_tokenized_once", "definition_parsed_once", "fast_attribute_values",
            "interpreter_clients_kept", "jsonpath_parsed_once", "method_names_listed_once", "moto_speedups",
-           "partition_queries", "update_expressions_parsed_once"]
+           "partition_queries", "update_expressions_parsed_once", "walkers_built_once"]
 
 JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
 KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
@@ -149,7 +156,7 @@ def _member(serializer: Any, value: Any, shape: Any) -> Any:
 def moto_speedups() -> Iterator[None]:
     with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept(), \
             update_expressions_parsed_once(), backends_found_once(), conditions_tokenized_once(), partition_queries(), \
-            method_names_listed_once():
+            method_names_listed_once(), walkers_built_once():
         yield
 
 
@@ -415,4 +422,35 @@ def method_names_listed_once() -> Iterator[None]:
         return method_names_from_class
 
     with _swapped((responses, "method_names_from_class", make)):
+        yield
+
+
+@contextlib.contextmanager
+def walkers_built_once() -> Iterator[None]:
+    """Speed-up 10 (see the module doc)."""
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+
+    def make_kinds(kinds: Any) -> Any:
+        def nodes_to_be_processed(self: Any) -> Any:
+            built = self.__dict__.get("_npa_kinds")
+            if built is None:
+                built = self.__dict__["_npa_kinds"] = kinds(self)
+            return built
+
+        return nodes_to_be_processed
+
+    def make_process(process: Any) -> Any:
+        def process_node(self: Any, node: Any) -> Any:
+            table = self.__dict__.get("_npa_processors")
+            if table is None:
+                table = self.__dict__["_npa_processors"] = tuple(self._processing_map().items())
+            for node_type, processor in table:  # moto's `process`, on the kept table
+                if isinstance(node, node_type):
+                    return processor(node)
+            return None
+
+        return process_node
+
+    with _swapped((DepthFirstTraverser, "nodes_to_be_processed", make_kinds),
+                  (DepthFirstTraverser, "process", make_process)):
         yield
