@@ -270,3 +270,91 @@ def test_log_tail_returns_last_lines(ex: LocalExecutor) -> None:
 def test_empty_command_rejected(ex: LocalExecutor) -> None:
     with pytest.raises(ValueError, match="empty command"):
         ex.launch("empty", [], env={}, cwd=None)
+
+
+# ---------------------------------------------------------------------------------------------- started ahead
+def ready_wrapper(ex: LocalExecutor, timeout: float = 10.0):
+    """The wrapper the executor started ahead, once it is ready."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = ex._ahead._ready
+        if ready is not None:
+            return ready
+        time.sleep(0.01)
+    raise AssertionError("no wrapper started ahead")
+
+
+@pytest.fixture
+def ahead(tmp_path: Path) -> Iterator[LocalExecutor]:
+    executor = LocalExecutor(tmp_path / "state", grace_seconds=2.0, start_ahead=True)
+    yield executor
+    executor.close()
+    ids = [p.stem for p in executor.jobs_dir.glob("*.json")]
+    executor.cancel(ids, grace_seconds=0.2)
+    executor.wait_gone(ids, timeout=5)
+
+
+def test_a_launch_hands_its_job_to_the_wrapper_started_ahead(ahead: LocalExecutor, tmp_path: Path) -> None:
+    first = ahead.launch("w.first", [PY, "-c", "pass"], env={}, cwd=None)  # no wrapper ready yet: started now
+    ready = ready_wrapper(ahead)
+    assert not (ahead.jobs_dir / f"{ready.job_id}.json").exists()  # no record: not a job yet, runs nothing
+    work = tmp_path / "work"
+    work.mkdir()
+    code = "import os; print(os.getcwd(), os.environ.get('GIVEN'), os.environ.get('HOME_SECRET'), flush=True)"
+    job = ahead.launch("w.second", [PY, "-c", code], env={"GIVEN": "yes"}, cwd=work)
+    assert job == ready.job_id  # the id of the wrapper started ahead
+    record = json.loads((ahead.jobs_dir / f"{job}.json").read_text())
+    assert record["pid"] == ready.proc.pid and record["pgid"] == ready.proc.pid and record["status"] == RUNNING
+    assert wait_terminal(ahead, job).status == SUCCEEDED and wait_terminal(ahead, first).status == SUCCEEDED
+    assert ahead.log_tail(job).split() == [str(work), "yes", "None"]  # its cwd, and only the env it was given
+    assert ahead.find_by_name("w.second") == [job]
+
+
+def test_a_wrapper_started_ahead_and_let_go_leaves_nothing(ahead: LocalExecutor) -> None:
+    ahead.launch("w.one", [PY, "-c", "pass"], env={}, cwd=None)
+    ready = ready_wrapper(ahead)
+    ahead.close()
+    assert ready.proc.wait(timeout=5) == 0
+    assert not list(ahead.jobs_dir.glob(f"{ready.job_id}.*"))  # no record, exit file, log or lock
+    later = ahead.launch("w.two", [PY, "-c", "pass"], env={}, cwd=None)  # closed: started with its command
+    assert later != ready.job_id and wait_terminal(ahead, later).status == SUCCEEDED
+    time.sleep(0.2)
+    assert ahead._ahead._ready is None  # and none started ahead any more
+
+
+def test_a_recorded_job_whose_launcher_stops_before_handing_it_over_never_runs(ahead: LocalExecutor,
+                                                                             tmp_path: Path) -> None:
+    ahead.launch("w.one", [PY, "-c", "pass"], env={}, cwd=None)
+    ready = ready_wrapper(ahead)
+    marker = tmp_path / "ran"
+    real_write = ready.proc.stdin.write
+    ready.proc.stdin.write = lambda data: (_ for _ in ()).throw(BrokenPipeError())  # the launcher dies here
+    job = ahead.launch("w.two", [PY, "-c", f"open({str(marker)!r}, 'w')"], env={}, cwd=None)
+    ready.proc.stdin.write = real_write
+    ready.proc.stdin.close()  # what the launcher's death does to the pipe
+    info = wait_terminal(ahead, job)
+    assert info.status == FAILED and "never started" in (info.error or "")
+    assert not marker.exists()
+
+
+def test_a_wrapper_started_ahead_that_died_is_not_used(ahead: LocalExecutor) -> None:
+    ahead.launch("w.one", [PY, "-c", "pass"], env={}, cwd=None)
+    ready = ready_wrapper(ahead)
+    os.kill(ready.proc.pid, signal.SIGKILL)
+    ready.proc.wait(timeout=5)
+    job = ahead.launch("w.two", [PY, "-c", "pass"], env={}, cwd=None)
+    assert job != ready.job_id and wait_terminal(ahead, job).status == SUCCEEDED
+
+
+def test_cancel_ends_every_process_of_a_job_started_ahead(ahead: LocalExecutor, tmp_path: Path) -> None:
+    ahead.launch("w.one", [PY, "-c", "pass"], env={}, cwd=None)
+    ready_wrapper(ahead)
+    pids = tmp_path / "pids"
+    script = f"sleep 60 & echo $! $$ > {pids}.tmp; mv {pids}.tmp {pids}; sleep 60"
+    job = ahead.launch("w.group", ["bash", "-c", script], env={}, cwd=None)
+    grandchild, shell = (int(p) for p in wait_for_file(pids).split())
+    assert alive(grandchild) and alive(shell)
+    assert ahead.cancel([job], grace_seconds=0.5) == [job]
+    assert ahead.wait_gone([job], timeout=10)
+    assert not alive(grandchild) and not alive(shell)
+    assert wait_terminal(ahead, job).status == CANCELLED

@@ -107,7 +107,13 @@ def engine_from_environment(env: Mapping[str, str] | None = None) -> Engine:
 def clear_cache() -> None:
     """Forget every cached engine (tests; the local runtime between runs on different endpoints)."""
     with _lock:
+        engines = list(_cache.values())
         _cache.clear()
+    for engine in engines:
+        # The local executor lets go of the job wrapper it keeps started ahead (it would go with the process).
+        close = getattr(engine.executor, "close", None)
+        if callable(close):
+            close()
 
 
 def _build(env: Mapping[str, str]) -> Engine:

@@ -56,6 +56,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -64,6 +65,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,7 @@ FAILED = "FAILED"
 CANCELLED = "CANCELLED"
 TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED})
 
+LOG = logging.getLogger(__name__)
 _WRAPPER = Path(__file__).with_name("job_wrapper.py")
 _NAMES = "names"  # jobs/names/<digest>/<job id>: the index of jobs by name
 _INDEXED = ".complete"  # jobs/names/.complete: every record is in the index
@@ -207,12 +210,84 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Started:
+    """A job wrapper started ahead of its job: in its own session and cgroup, waiting for a job on stdin."""
+
+    job_id: str
+    proc: subprocess.Popen[bytes]
+    cgroup: str | None
+    proc_start: int | None
+
+
+class _Ahead:
+    """The one wrapper kept started ahead (`start_ahead`): taken by a launch, refilled on a thread after it.
+
+    Starting a wrapper costs a process start and, with cgroups, its move into the job's cgroup (the kernel waits
+    for an RCU grace period: 5-15 ms here); ahead, neither is on a launch's path. A wrapper started ahead has no
+    record and runs nothing until it is given a job, after its record is written; let go (`close`, this
+    process ending: its stdin ends), it exits and removes its empty log."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._lock = threading.Lock()
+        self._ready: _Started | None = None
+        self._starting = False
+        self._closed = not enabled
+
+    def take(self) -> _Started | None:
+        with self._lock:
+            ready, self._ready = self._ready, None
+        if ready is not None and ready.proc.poll() is not None:  # it died waiting (killed): start one anew
+            _let_go(ready)
+            return None
+        return ready
+
+    def claim(self) -> bool:
+        """Whether the caller should start the next one (none ready, none being started, not closed)."""
+        with self._lock:
+            if self._closed or self._ready is not None or self._starting:
+                return False
+            self._starting = True
+            return True
+
+    def fill(self, start: Any) -> None:
+        started = None
+        try:
+            started = start()
+        finally:
+            with self._lock:
+                self._starting = False
+                keep = started is not None and not self._closed
+                if keep:
+                    self._ready = started
+        if started is not None and not keep:
+            _let_go(started)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            ready, self._ready = self._ready, None
+        if ready is not None:
+            _let_go(ready)
+
+
+def _let_go(started: _Started) -> None:
+    """End a wrapper started ahead that never got a job: its stdin ends, it exits (no exit file, no log)."""
+    with contextlib.suppress(OSError):
+        if started.proc.stdin is not None:
+            started.proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        started.proc.wait(timeout=2.0)
+
+
 class LocalExecutor:
     """Launch, query and cancel local jobs whose state lives under ``state_dir``.
 
     ``env`` is the base environment of every job (default: the allow-listed part of this process's
     environment, see :mod:`npa_workflow.local.job_environment`); the ``env`` given to :meth:`launch` is
-    laid over it. Methods are thread-safe and may be called
+    laid over it. ``start_ahead``: after each launch, the next job's wrapper is started (and moved into its
+    cgroup) on a thread, so that the next launch hands it its job instead of starting a process (`_Ahead`;
+    jobs that take GPUs are started with their command as before). Methods are thread-safe and may be called
     concurrently from several processes sharing ``state_dir``.
     """
 
@@ -224,6 +299,7 @@ class LocalExecutor:
         grace_seconds: float = 10.0,
         gpu_reader: GpuReader | None = None,
         gpu_lock_dir: Path | None = None,
+        start_ahead: bool = False,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.jobs_dir = self.state_dir / "jobs"
@@ -243,6 +319,8 @@ class LocalExecutor:
         self._procs_lock = threading.Lock()
         self._boot_id = _boot_id()
         self._use_proc = _has_proc()
+        self._ahead = _Ahead(start_ahead)
+        weakref.finalize(self, self._ahead.close)
 
     # ------------------------------------------------------------------ paths and records
     def _record_path(self, job_id: str) -> Path:
@@ -297,10 +375,14 @@ class LocalExecutor:
         if machine_gpus and gpus > len(machine_gpus):
             raise GpuRequestError(f"job {job_name!r} asks for {gpus} GPU(s) but this machine has "
                                   f"{len(machine_gpus)} (nvidia-smi -L)")
-        job_id = f"local-{uuid.uuid4().hex[:16]}"
+        ahead = None if machine_gpus else self._ahead.take()  # a GPU job's wrapper takes its devices: not ahead
+        job_id = ahead.job_id if ahead else f"local-{uuid.uuid4().hex[:16]}"
         record_path = self._record_path(job_id)
         log_path = self._log_path(job_id)
-        cgroup = containment.create_cgroup(self._cgroups, job_id) if self._cgroups else None
+        if ahead:
+            cgroup = Path(ahead.cgroup) if ahead.cgroup else None
+        else:
+            cgroup = containment.create_cgroup(self._cgroups, job_id) if self._cgroups else None
         record: dict[str, Any] = {
             "job_id": job_id,
             "name": job_name,
@@ -328,6 +410,8 @@ class LocalExecutor:
         job_env.update({str(k): str(v) for k, v in (env or {}).items()})
         job_env[containment.MARKER_ENV] = job_id
         job_env["NPA_LOCAL_JOB_NAME"] = job_name
+        if ahead:
+            return self._launch_in(ahead, record, job_env)
 
         with self._locked(job_id):
             # The name entry first (a lookup by name must find every recorded job), then the identity and the
@@ -384,7 +468,59 @@ class LocalExecutor:
                 proc.stdin.close()
         with self._procs_lock:
             self._procs[job_id] = proc
+        self._start_ahead()
         return job_id
+
+    def _launch_in(self, ahead: _Started, record: dict[str, Any], job_env: dict[str, str]) -> str:
+        """The job in a wrapper started ahead: its record, complete (the wrapper's pid, group and cgroup are
+        known), is durable before the wrapper is given the job, the one thing it waits for."""
+        job_id = record["job_id"]
+        with self._locked(job_id):
+            self._index(record["name"], job_id)
+            record.update(status=RUNNING, pid=ahead.proc.pid, pgid=ahead.proc.pid, proc_start=ahead.proc_start,
+                          started_at=utc_now())
+            _write_json_atomic(self._record_path(job_id), record)
+            job = {"command": record["command"], "env": job_env, "cwd": record["cwd"]}
+            assert ahead.proc.stdin is not None
+            with contextlib.suppress(OSError):  # a wrapper gone since is found by the next observation
+                ahead.proc.stdin.write(json.dumps(job).encode("utf-8") + b"\n")
+                ahead.proc.stdin.close()
+        with self._procs_lock:
+            self._procs[job_id] = ahead.proc
+        self._start_ahead()
+        return job_id
+
+    def _start_ahead(self) -> None:
+        """Start the next job's wrapper now, on a thread, so that the next launch finds it ready."""
+        if not self.gpus() and self._ahead.claim():  # (a GPU job's wrapper is started with its command)
+            threading.Thread(target=self._ahead.fill, args=(self._start_wrapper_ahead,), daemon=True,
+                             name="npa-job-ahead").start()
+
+    def _start_wrapper_ahead(self) -> _Started | None:
+        job_id = f"local-{uuid.uuid4().hex[:16]}"
+        cgroup = containment.create_cgroup(self._cgroups, job_id) if self._cgroups else None
+        argv = [sys.executable, "-I", str(_WRAPPER), str(self._exit_path(job_id)), "--grace", str(_SWEEP_GRACE_S)]
+        if cgroup:
+            argv += ["--cgroup", str(cgroup)]
+        argv.append("--job-on-stdin")
+        try:
+            with open(self._log_path(job_id), "ab") as log:
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                        env=dict(self._base_env), start_new_session=True, close_fds=True)
+        except OSError as exc:
+            LOG.debug("could not start a job wrapper ahead: %s", exc)
+            containment.remove_cgroup(cgroup)
+            self._log_path(job_id).unlink(missing_ok=True)
+            return None
+        if cgroup and not containment.join_cgroup(cgroup, proc.pid):
+            containment.remove_cgroup(cgroup)
+            cgroup = None  # the group and the marker still hold the job
+        stat = _proc_stat(proc.pid) if self._use_proc else None
+        return _Started(job_id, proc, str(cgroup) if cgroup else None, stat[2] if stat else None)
+
+    def close(self) -> None:
+        """Let the wrapper started ahead go (it exits, leaving nothing); later launches start their own."""
+        self._ahead.close()
 
     # ------------------------------------------------------------------ lookups
     def find_by_name(self, job_name: str) -> list[str]:

@@ -50,11 +50,16 @@ class LocalJobExecutor:
     """Jobs as local subprocesses whose records live under `state_dir/jobs/` (shared by every process)."""
 
     def __init__(self, executor: LocalExecutor | str | Path, *, cancel_grace_seconds: float = 5.0) -> None:
-        self.local = executor if isinstance(executor, LocalExecutor) else LocalExecutor(Path(executor))
+        # The engine's executor launches every wave: it keeps the next job's wrapper started ahead.
+        self.local = executor if isinstance(executor, LocalExecutor) else LocalExecutor(Path(executor),
+                                                                                         start_ahead=True)
         self.cancel_grace_seconds = cancel_grace_seconds
 
     def __repr__(self) -> str:
         return f"LocalJobExecutor(state_dir={str(self.local.state_dir)!r})"
+
+    def close(self) -> None:
+        self.local.close()
 
     def submit(self, job: JobRequest) -> Submission:
         command = job.step.command

@@ -70,6 +70,7 @@ class JobExits:
         self.jobs_dir = Path(jobs_dir)
         self._notices: Any = None
         self._named = False  # the notices name every entry since the folder was last listed
+        self.last_exits: set[str] = set()  # the ids of the jobs whose exit the last `wait` that saw one saw
         self._nudged = threading.Event()
         self._nudge_r, self._nudge_w = os.pipe()  # wakes a `select` on the folder's notices
         os.set_blocking(self._nudge_r, False)
@@ -135,7 +136,7 @@ class JobExits:
             elif not any(e.mask & _Q_OVERFLOW for e in events):
                 new = {e.name for e in events if e.name.endswith(EXIT_SUFFIX)} - self._exits
                 self._exits |= new
-                return bool(new)
+                return self._found(new)
             notified = True  # the kernel dropped notices, or the watch began anew: list the folder
         elif notices is not None:  # the notices began after the folder appeared: list what came before them
             self._drain(notices)
@@ -148,7 +149,12 @@ class JobExits:
         new = exits - self._exits
         self._exits = exits
         self._named = notices is not None
-        return bool(new)
+        return self._found(new)
+
+    def _found(self, names: set[str]) -> bool:
+        if names:
+            self.last_exits = {name[: -len(EXIT_SUFFIX)] for name in names}
+        return bool(names)
 
     @staticmethod
     def _drain(notices: Any) -> list[Any]:

@@ -4,6 +4,14 @@ Usage (run by :class:`npa_workflow.local.executor.LocalExecutor`, never by hand)
 
     python -I job_wrapper.py <exit-file> [--cgroup DIR] [--grace SECONDS]
         [--gpus N --gpu-devices I=UUID,... --gpu-locks DIR --started-file PATH] -- <command> [args...]
+    python -I job_wrapper.py <exit-file> [--cgroup DIR] [--grace SECONDS] --job-on-stdin
+
+Started ahead (``--job-on-stdin``; the executor keeps one such wrapper ready, in its cgroup, so that a launch
+does not wait for a process to start and join its cgroup): instead of ``go`` the wrapper reads one JSON line,
+``{"command": [...], "env": {...}, "cwd": "..." | null}``, and starts that command with exactly that
+environment. Its stdin ending before that line is read means either the job was recorded and its launcher
+stopped (the exit file says it never started, as below) or no job was ever given to it (no record next to the
+exit file: it leaves nothing behind and exits).
 
 The launch is a transaction. The executor writes the job's record (its id, and its cgroup when the machine
 has them) *before* it starts this wrapper, starts it in a new session, records the wrapper's pid/pgid and
@@ -200,9 +208,39 @@ def _take_gpus(lock_dir: str, devices: list[tuple[str, str]], count: int) -> lis
         time.sleep(_GPU_POLL_S)
 
 
+def _read_job() -> dict | None:
+    """The job given on stdin (one JSON line), or None when stdin ends first or the line is not a job."""
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = os.read(0, 65536)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    try:
+        job = json.loads(data)
+    except ValueError:
+        return None
+    command = job.get("command") if isinstance(job, dict) else None
+    if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)):
+        return None
+    if not isinstance(job.get("env"), dict):
+        return None
+    return job
+
+
 class _Args:
     def __init__(self, exit_path: str, command: list[str]) -> None:
         self.exit_path, self.command = exit_path, command
+        self.job_on_stdin = False
         self.cgroup: str | None = None
         self.grace = 2.0
         self.gpus: int | None = None  # None: the machine has no GPUs, no allocation
@@ -212,15 +250,23 @@ class _Args:
 
 
 def _parse(argv: list[str]) -> _Args | None:
-    if "--" not in argv or not argv or argv[0] == "--":
+    if not argv or argv[0] in ("--", "--job-on-stdin"):
         return None
-    split = argv.index("--")
-    head, command = argv[:split], argv[split + 1 :]
-    if not command:
+    if "--" in argv:
+        split = argv.index("--")
+        head, command = argv[:split], argv[split + 1 :]
+        if not command:
+            return None
+    elif "--job-on-stdin" in argv:
+        head, command = argv, []
+    else:
         return None
     args = _Args(head[0], command)
     rest = head[1:]
     while rest:
+        if rest[0] == "--job-on-stdin":
+            args.job_on_stdin, rest = True, rest[1:]
+            continue
         flag, value, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
         if flag == "--cgroup":
             args.cgroup = value or None
@@ -238,7 +284,14 @@ def _parse(argv: list[str]) -> _Args | None:
             return None
     if args.gpus is not None and (not args.gpu_locks or not args.started_file or args.gpus > len(args.gpu_devices)):
         return None
+    if args.job_on_stdin and (args.command or args.gpus is not None):  # GPU jobs are started with their command
+        return None
     return args
+
+
+def _sibling(exit_path: str, suffix: str) -> str:
+    """The job's other file with `suffix` (its record `.json`, its log `.log`) beside `<jobs>/<id>.exit`."""
+    return (exit_path[: -len(".exit")] if exit_path.endswith(".exit") else exit_path) + suffix
 
 
 def _child_env(args: _Args) -> tuple[dict[str, str] | None, list[int]]:
@@ -258,19 +311,36 @@ def main(argv: list[str]) -> int:
     parsed = _parse(argv)
     if parsed is None:
         print("usage: job_wrapper.py <exit-file> [--cgroup DIR] [--grace S] [--gpus N --gpu-devices I=UUID,... "
-              "--gpu-locks DIR --started-file PATH] -- <command> [args...]", file=sys.stderr)
+              "--gpu-locks DIR --started-file PATH] -- <command> [args...]\n"
+              "       job_wrapper.py <exit-file> [--cgroup DIR] [--grace S] --job-on-stdin", file=sys.stderr)
         return 2
     exit_path, cgroup, grace, command = parsed.exit_path, parsed.cgroup, parsed.grace, parsed.command
     _become_subreaper()
-    if not _wait_for_go():
+    if parsed.job_on_stdin:
+        job = _read_job()
+        given = job is not None
+    else:
+        job, given = None, _wait_for_go()
+    if not given:
+        if parsed.job_on_stdin and not os.path.exists(_sibling(exit_path, ".json")):
+            # started ahead and never given a job: no record, so no job to say anything about; its log goes too
+            with contextlib.suppress(OSError):
+                if os.path.getsize(_sibling(exit_path, ".log")) == 0:
+                    os.unlink(_sibling(exit_path, ".log"))
+            return 0
         _write_exit(exit_path, {
             "exit_code": None, "signal": None, "not_started": True, "child_pid": None, "ended_at": _now(),
             "error": "process lost: the job was never started (its launcher stopped before the go-signal)",
         })
         return 0
 
+    cwd = None
     try:
-        env, lock_fds = _child_env(parsed)
+        if job is not None:
+            command, cwd = job["command"], job.get("cwd") or None
+            env, lock_fds = {str(k): str(v) for k, v in job["env"].items()}, []
+        else:
+            env, lock_fds = _child_env(parsed)
     except OSError as exc:  # the lock folder cannot be made or written: the job cannot be given its devices
         message = f"cannot take GPUs under {parsed.gpu_locks}: {exc}"
         print(f"[npa-workflow job] {message}", file=sys.stderr, flush=True)
@@ -278,7 +348,7 @@ def main(argv: list[str]) -> int:
                                 "ended_at": _now()})
         return 126
     try:
-        child = subprocess.Popen(command, env=env, pass_fds=lock_fds)
+        child = subprocess.Popen(command, env=env, pass_fds=lock_fds, cwd=cwd)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         message = f"cannot start {command[0]!r}: {exc}"

@@ -69,8 +69,9 @@ from npa_workflow.local.event_pump import EventPump
 from npa_workflow.local.execution_ends import execution_ends
 from npa_workflow.local.heap import settled_heap
 from npa_workflow.local.in_process_calls import in_process_calls
-from npa_workflow.local.job_exits import JobExits
+from npa_workflow.local.job_exits import EXIT_SUFFIX, JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
+from npa_workflow.local.moto_lambda import returned_results
 from npa_workflow.local.moto_speedups import moto_speedups
 from npa_workflow.local.run_waves import RunWaves
 from npa_workflow.local.sdk_models import sdk_models_parsed_once
@@ -626,11 +627,24 @@ class LocalRuntime:
                 ended.set()
                 exits.nudge()
 
-        with execution_ends(execution_ended):
-            return self._wait_for_end(engine, sfn, waves, exits, ended)
+        jobs = self.home / "jobs"
+        launched: set[str] = set()  # the jobs this run's launches returned (the waves the watch can finish)
+
+        def launch_returned(handler: str, result: Any) -> None:
+            job_id = result.get("job_id") if handler == function_table.LAUNCH.handler and isinstance(result, dict) \
+                else None
+            if isinstance(job_id, str):
+                launched.add(job_id)
+                # A job can end before its launch has recorded its id (a no-op step does): its exit was let pass
+                # (`_wait_for_end`), so the watch looks now.
+                if (jobs / f"{job_id}{EXIT_SUFFIX}").exists():
+                    exits.nudge()
+
+        with execution_ends(execution_ended), returned_results(launch_returned):
+            return self._wait_for_end(engine, sfn, waves, exits, ended, launched)
 
     def _wait_for_end(self, engine: Any, sfn: SfnExecutions, waves: RunWaves, exits: JobExits,
-                      ended: threading.Event) -> str:
+                      ended: threading.Event, launched: set[str]) -> str:
         failures = 0
         last_progress = 0.0
         last_described = time.monotonic()
@@ -667,7 +681,12 @@ class LocalRuntime:
                         trigger_waiting(mark)
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
-            exits.wait(self.options.tick_seconds, self._stop)  # a job's exit wakes the watch at once
+            # Until the tick, a nudge, or the exit of a job whose launch returned (the watch can finish its wave at
+            # once). Another exit is let pass: a job of another run sharing the home, or one that ended before its
+            # launch recorded it (that launch nudges when it returns; a watch pass now could not finish the wave).
+            deadline = time.monotonic() + self.options.tick_seconds
+            while exits.wait(max(0.0, deadline - time.monotonic()), self._stop) and not exits.last_exits & launched:
+                pass
 
     def _settled_status(self, sfn: SfnExecutions, status: str) -> str:
         """moto can report FAILED a moment before the error is set: wait briefly for it."""
