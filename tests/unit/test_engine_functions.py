@@ -394,3 +394,25 @@ def test_a_run_the_inbox_started_runs_its_local_jobs_in_the_specs_workdir(engine
     [(kind, _, _)] = settle(engine, "t1")
     assert kind == "succeed"
     assert (tmp_path / "steps" / "cwd.txt").read_text() == str((tmp_path / "steps").resolve())
+
+
+def test_other_states_outputs_are_resolved_once_per_loop_counters(engine, monkeypatch):
+    from npa_workflow.engine import visits
+
+    start(engine)
+    run = engine.runs.load("r1")
+    resolved: list[str] = []
+    real = visits.resolve_step
+    monkeypatch.setattr(visits, "resolve_step", lambda loaded, name, *a, **k: resolved.append(name)
+                        or real(loaded, name, *a, **k))
+    first_round = visits.visit_of(run, "gate", {"l1": 1})
+    outputs = visits._outputs_now(run, first_round)
+    assert outputs["work"] == ["s3://data/out/1.txt"] and "gate" not in outputs  # every other state's
+    per_round = len(resolved)
+    assert visits._outputs_now(run, visits.visit_of(run, "work", {"l1": 1})) == {
+        **{k: v for k, v in outputs.items() if k != "work"}, "gate": ["s3://data/gate.json"]}
+    assert len(resolved) == per_round  # the same counters: resolved once
+    assert visits._outputs_now(run, visits.visit_of(run, "gate", {"l1": 2}))["work"] == ["s3://data/out/2.txt"]
+    assert len(resolved) == 2 * per_round  # new counters: resolved anew
+    outputs["work"].append("changed by a caller")
+    assert visits._outputs_now(run, first_round)["work"] == ["s3://data/out/1.txt"]  # a copy each time

@@ -61,6 +61,10 @@ class FrozenRun:
     variables: dict[str, str]
     options: RunOptions
     run_ctx: RunContext = field(repr=False)
+    # Every state's output URIs at a visit's loop counters (`visits._outputs_now`): fixed for the frozen run, read
+    # by each of its launches; kept per counters.
+    outputs_at: dict[tuple[tuple[str, int], ...], dict[str, list[str]]] = field(
+        default_factory=dict, repr=False, compare=False)
 
 
 class RunStore:

@@ -50,18 +50,27 @@ def visit_of(run: FrozenRun, state: str, raw_loops: Mapping[str, int] | None, gr
     return Visit(run.run_id, state, group, loops, iteration)
 
 
+_OUTPUTS_KEPT = 256  # loop-counter combinations whose outputs a frozen run keeps
+
+
 def _outputs_now(run: FrozenRun, visit: Visit) -> dict[str, list[str]]:
-    """Outputs of every other state as they resolve at this point (for `{{state.X.uri}}`)."""
-    outputs: dict[str, list[str]] = {}
-    for name in run.loaded.spec.states:
-        if name == visit.state:
-            continue
-        try:
-            step = resolve_step(run.loaded, name, run.run_ctx, loops=visit.loops, state_outputs={})
-        except TokenError:
-            continue
-        outputs[name] = [o["uri"] for o in step.outputs]
-    return outputs
+    """Outputs of every other state as they resolve at this point (for `{{state.X.uri}}`). They depend on the frozen
+    run and the loop counters only, so they are resolved once per counters (every state of the spec, at each
+    launch, was O(states) per wave)."""
+    counters = tuple(sorted(visit.loops.items()))
+    every = run.outputs_at.get(counters)
+    if every is None:
+        every = {}
+        for name in run.loaded.spec.states:
+            try:
+                step = resolve_step(run.loaded, name, run.run_ctx, loops=visit.loops, state_outputs={})
+            except TokenError:
+                continue
+            every[name] = [o["uri"] for o in step.outputs]
+        if len(run.outputs_at) >= _OUTPUTS_KEPT:
+            run.outputs_at.clear()
+        run.outputs_at[counters] = every
+    return {name: list(uris) for name, uris in every.items() if name != visit.state}
 
 
 def step_of(run: FrozenRun, visit: Visit) -> PlanStep:
