@@ -18,6 +18,7 @@ from npa_workflow.local.moto_speedups import (
     method_names_listed_once,
     moto_speedups,
     partition_queries,
+    update_checks_passed_once,
     update_expressions_parsed_once,
     walkers_built_once,
 )
@@ -139,6 +140,7 @@ def test_speedups_undone_on_exit() -> None:
         from moto.dynamodb.comparisons import ConditionExpressionParser
         from moto.dynamodb.models.table import Table
         from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+        from moto.dynamodb.parsing.validators import UpdateExpressionValidator, Validator
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
         from moto.stepfunctions.parser.asl.utils import json_path
@@ -149,7 +151,9 @@ def test_speedups_undone_on_exit() -> None:
                 lambda_eval_utils.boto_client_for, DomainDispatcherApplication.__dict__["get_backend_for_host"],
                 ConditionExpressionParser.__dict__["_lex_condition_expression"], Table.__dict__["query"],
                 Table.__dict__["all_items"], responses.method_names_from_class,
-                DepthFirstTraverser.__dict__["nodes_to_be_processed"], DepthFirstTraverser.__dict__["process"]]
+                DepthFirstTraverser.__dict__["nodes_to_be_processed"], DepthFirstTraverser.__dict__["process"],
+                Validator.__dict__["__init__"], Validator.__dict__["validate"],
+                UpdateExpressionValidator.__dict__["get_ast_processors"]]
 
     before = seams()
     with moto_speedups():
@@ -384,9 +388,10 @@ def test_method_names_listed_once_are_moto_lists(monkeypatch: pytest.MonkeyPatch
     assert responses.method_names_from_class is method_names_from_class  # undone
 
 
-def test_walkers_built_once_apply_and_refuse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_walkers_and_passed_checks_apply_and_refuse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
     from moto import mock_aws
+    from moto.dynamodb.parsing.validators import ActionCountValidator
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
@@ -409,5 +414,16 @@ def test_walkers_built_once_apply_and_refuse_the_same(monkeypatch: pytest.Monkey
         plain = _apply_updates("plain"), refusals("plain")
         with walkers_built_once():
             fast = _apply_updates("fast"), refusals("fast")
-    assert fast == plain
+        with update_expressions_parsed_once(), update_checks_passed_once():  # (5 shares the AST 11 keys on)
+            checks: list[object] = []
+            count = ActionCountValidator.verify_action_counts
+            monkeypatch.setattr(ActionCountValidator, "verify_action_counts",
+                                lambda self, node: checks.append(node) or count(self, node))
+            passed_once = _apply_updates("passed"), refusals("passed"), refusals("passed")
+            first_round = len(checks)
+            _apply_updates("again")
+            monkeypatch.undo()
+    assert fast == plain and passed_once == (*plain, plain[1])  # refused every time, by the same check
     assert all(message != "applied" for message in plain[1])
+    # _apply_updates sends 3 texts twice (and one that does not parse): checked once each, then no more
+    assert first_round > 0 and len(checks) == first_round
