@@ -191,12 +191,16 @@ def job_files(jobs_dir: Path, job_id: str) -> list[Path]:
     return files
 
 
-def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+def _write_json_atomic(path: Path, data: Mapping[str, Any], *, durable: bool = True) -> None:
+    """Write `path` whole or not at all (a rename). `durable`: flushed to the disk before the rename, for what
+    cannot be found again (a job's identity, its processes); a status read from the world (its exit file, its
+    processes gone) can be, so an observation's write need not wait for the disk."""
     tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
@@ -272,12 +276,11 @@ class _Ahead:
 
 
 def _let_go(started: _Started) -> None:
-    """End a wrapper started ahead that never got a job: its stdin ends, it exits (no exit file, no log)."""
+    """End a wrapper started ahead that never got a job: its stdin ends, it exits (no exit file, no log). Not
+    waited for here (it may still be starting): `subprocess` reaps a dropped child at its next start."""
     with contextlib.suppress(OSError):
         if started.proc.stdin is not None:
             started.proc.stdin.close()
-    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-        started.proc.wait(timeout=2.0)
 
 
 class LocalExecutor:
@@ -751,7 +754,8 @@ class LocalExecutor:
                 return record
             updated = self._observe(job_id, record)
             if updated is not record:
-                _write_json_atomic(self._record_path(job_id), updated)
+                # Observed, not decided: lost with the machine (not with this process), it is observed again.
+                _write_json_atomic(self._record_path(job_id), updated, durable=False)
                 if updated.get("status") in TERMINAL_STATUSES:
                     containment.remove_cgroup(updated.get("cgroup"))
             return updated
