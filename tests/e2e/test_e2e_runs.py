@@ -188,3 +188,22 @@ def test_a_malformed_decision_fails_the_run_naming_its_uri(tmp_path: Path) -> No
     assert report["error"]["state"] == "gate"
     assert [(d["state"], d["uri"], d["decision"]) for d in report["decisions"]] == [("gate", uri, None)]
     assert [w["state"] for w in report["waves"]] == BODY  # nothing ran after the broken decision
+
+
+@pytest.mark.timeout(60)
+def test_waves_move_on_at_each_jobs_end_not_at_the_watch_tick(tmp_path: Path) -> None:
+    """A no-op job ends before its launch has recorded it (its wrapper was started ahead): the launch's return
+    wakes the watch. With a 30 s tick, three waves that each waited for the tick would take 90 s."""
+    ws = workspace(tmp_path)
+    spec = write_spec(ws, "quick", """\
+        initial: a
+        states:
+          a: {run: {argv: ["true"]}, next: b}
+          b: {run: {argv: ["true"]}, next: c}
+          c: {run: {argv: ["true"]}, terminal: true}
+        """)
+    started = time.monotonic()
+    report = run(spec, tmp_path / "home", tick_seconds=30.0)
+    assert report["status"] == "SUCCEEDED", report.get("error")
+    assert [w["state"] for w in report["waves"]] == ["a", "b", "c"]
+    assert time.monotonic() - started < 25.0  # no wave waited for a tick

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -80,6 +81,7 @@ _env_conflicts_logged: set[tuple[str, str]] = set()
 invocations: Counter[str] = Counter()
 # Told of every handler that returned: (Handler string, its result); `returned_results`.
 _returned_listeners: dict[int, Callable[[str, Any], None]] = {}
+_listener_keys = itertools.count()
 
 
 class MotoAdapterError(RuntimeError):
@@ -349,8 +351,8 @@ def in_process_lambdas(*, apply_function_env: bool = True) -> Iterator[None]:
 def returned_results(listener: Callable[[str, Any], None]) -> Iterator[None]:
     """While active, `listener(handler, result)` is called (on the invoking thread) after every in-process handler
     that returned a result, before the result goes back to the invoker."""
-    key = id(listener)
     with _lock:
+        key = next(_listener_keys)
         _returned_listeners[key] = listener
     try:
         yield

@@ -619,7 +619,8 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- the run
     def _wait(self, engine: Any, sfn: SfnExecutions, waves: RunWaves) -> str:
-        exits = JobExits(self.home / "jobs")
+        jobs = self.home / "jobs"
+        exits = JobExits(jobs)
         ended = threading.Event()
 
         def execution_ended(arn: str) -> None:
@@ -627,7 +628,6 @@ class LocalRuntime:
                 ended.set()
                 exits.nudge()
 
-        jobs = self.home / "jobs"
         launched: set[str] = set()  # the jobs this run's launches returned (the waves the watch can finish)
 
         def launch_returned(handler: str, result: Any) -> None:
