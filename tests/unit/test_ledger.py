@@ -350,6 +350,25 @@ def test_attempts_paginated_over_many_items(ledger: DynamoLedger) -> None:
     assert len(ledger.active_waves()) == 32
 
 
+def test_state_attempts_are_the_keys_and_statuses_of_that_states_attempts_only(ledger: DynamoLedger) -> None:
+    # What a launch decides on in one read: its wave's latest attempt, and the fence sequence (all of the state).
+    for round_ in (1, 2):
+        ledger.begin_attempt("r1", f"train|l1={round_}", state="train", job_name=f"j{round_}", task_token="tok")
+    ledger.finish_attempt("r1", "train|l1=1", 1, "SUCCEEDED")
+    ledger.begin_attempt("r1", "train|l1=2", state="train", attempt=2, job_name="j2b")
+    ledger.begin_attempt("r1", "train2", state="train2")
+    ledger.begin_attempt("r1", "train|x", state="train|x")
+    ledger.begin_attempt("r2", "train", state="train")
+    attempts = ledger.state_attempts("r1", "train")
+    assert sorted((a.wave_key, a.attempt, a.status.value) for a in attempts) == [
+        ("train|l1=1", 1, "SUCCEEDED"), ("train|l1=2", 1, "PENDING"), ("train|l1=2", 2, "PENDING")]
+    assert len(attempts) == ledger.state_attempt_count("r1", "train")
+    assert all(a.job_name is None and a.task_token is None for a in attempts)  # keys and statuses only
+    assert [a.wave_key for a in ledger.state_attempts("r1", "train2")] == ["train2"]
+    assert [a.wave_key for a in ledger.state_attempts("r1", "train|x")] == ["train|x"]
+    assert ledger.state_attempts("r1", "absent") == []
+
+
 def test_state_attempt_count_reads_only_that_states_attempts(ledger: DynamoLedger) -> None:
     # The fence sequence of a launch: every attempt of its state (loop rounds, retries), none of another state,
     # even one whose name begins with it (`train2`) or holds the key separator (`train|x`).

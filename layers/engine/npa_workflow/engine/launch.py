@@ -54,7 +54,9 @@ def launch(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]
         message = f"state '{visit.state}': not launched: the run was cancelled (requested at {requested})"
         engine.callbacks.fail(token, errors.WAVE_CANCELLED, message)
         return {"wave_key": visit.wave_key, "cancelled": True, "error": message}
-    latest = engine.ledger.latest_attempt(visit.run_id, visit.wave_key)
+    # Every attempt of the state (all loop rounds): its wave's latest one, and the fence sequence, in one read.
+    history = engine.ledger.state_attempts(visit.run_id, visit.state)
+    latest = max((a for a in history if a.wave_key == visit.wave_key), key=lambda a: a.attempt, default=None)
     if latest is not None and latest.status == WaveStatus.SUCCEEDED:
         # Resume or redrive: the wave's work is done; record the replay, complete the token.
         engine.ledger.append_timeline(visit.run_id, visit.wave_key, latest.attempt, "REPLAYED",
@@ -73,7 +75,8 @@ def launch(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]
         )
     except AttemptExists as exc:
         return _adopt(engine, run, visit, exc.existing, token)
-    return _submit(engine, run, visit, record, token, step)
+    # This attempt is the state's next: none of the state launches while one of its attempts is live.
+    return _submit(engine, run, visit, record, token, step, fence_sequence=len(history) + 1)
 
 
 def _job_name(visit: Visit, attempt: int) -> str:
@@ -82,7 +85,8 @@ def _job_name(visit: Visit, attempt: int) -> str:
 
 def _fence_sequence(engine: Engine, visit: Visit) -> int:
     """Grows with every wave attempt of this state in the run (loop rounds, retries): a stale job of an
-    earlier round is told from the current one. Attempts of one state never launch at once."""
+    earlier round is told from the current one. Attempts of one state never launch at once. (A launch that
+    began the attempt counts it from what it read before; an adopted attempt without a job, here.)"""
     return engine.ledger.state_attempt_count(visit.run_id, visit.state)
 
 
@@ -95,7 +99,8 @@ def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:
 
 
 def _submit(
-    engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, token: str, step: PlanStep | None = None
+    engine: Engine, run: FrozenRun, visit: Visit, record: WaveAttempt, token: str, step: PlanStep | None = None,
+    fence_sequence: int | None = None,
 ) -> dict[str, Any]:
     step = step or step_of(run, visit)
     name = record.job_name or _job_name(visit, record.attempt)
@@ -109,7 +114,8 @@ def _submit(
     }
     _, doc = launch_document(
         step, workflow=run.loaded.spec.name, run_id=visit.run_id, loops=visit.loops, attempt=record.attempt,
-        fence_sequence=_fence_sequence(engine, visit), secret_names=secret_names, extra_env=dict(engine.job_env),
+        fence_sequence=fence_sequence if fence_sequence is not None else _fence_sequence(engine, visit),
+        secret_names=secret_names, extra_env=dict(engine.job_env),
         name=name, code_uri=run.options.code_uri,
     )
     request = JobRequest(

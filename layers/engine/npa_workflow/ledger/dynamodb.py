@@ -419,6 +419,23 @@ class DynamoLedger:
                 return count
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
+    def state_attempts(self, run_id: str, state: str) -> list[WaveAttempt]:
+        """Every attempt of `state` in the run, over every loop round and retry, as keys and statuses only
+        (`wave_key`, `attempt`, `status`, `state`; the other fields take their defaults): a consistent read of the
+        state's own sort-key range, filtered to exactly that state as `state_attempt_count` is. What a launch
+        decides on — the latest attempt of its wave and the state's fence sequence — in one read."""
+        names = {"#state": "state", "#status": "status", "#wk": "wave_key", "#att": "attempt", "#run": "run_id"}
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            FilterExpression="#state = :state",
+            ProjectionExpression="pk, sk, #run, #state, #status, #wk, #att",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":prefix": {"S": f"WAVE#{key_part(state)}"},
+                                       ":state": {"S": state}},
+            ConsistentRead=True,
+        )
+        return [WaveAttempt.from_item(i) for i in items]
+
     def open_attempts(self, run_id: str) -> list[WaveAttempt]:
         """The run's attempts not yet terminal, read from the base table with a consistent read. Cleanup and
         reap use this, not `active_waves`: a GSI is eventually consistent (on AWS a just-launched attempt may
