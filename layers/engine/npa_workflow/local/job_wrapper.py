@@ -60,6 +60,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -86,23 +87,30 @@ def _become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _wait_for_go() -> bool:
+def _read_stdin(enough: Callable[[bytes], bool], size: Callable[[bytes], int]) -> bytes | None:
+    """What the launcher writes on stdin, read until `enough` of it (`size`: how much to read next, so as never to
+    read past it); None when stdin ends or fails first. Then stdin is /dev/null: the command reads nothing of the
+    launcher's pipe."""
     data = b""
-    while len(data) < len(_GO):
+    while not enough(data):
         try:
-            chunk = os.read(0, len(_GO) - len(data))
+            chunk = os.read(0, size(data))
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             continue
         except OSError:
-            return False
+            return None
         if not chunk:
-            return False
+            return None
         data += chunk
     with contextlib.suppress(OSError):
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-    return data == _GO
+    return data
+
+
+def _wait_for_go() -> bool:
+    return _read_stdin(lambda data: len(data) >= len(_GO), lambda data: len(_GO) - len(data)) == _GO
 
 
 def _parents() -> dict[int, int]:
@@ -210,21 +218,9 @@ def _take_gpus(lock_dir: str, devices: list[tuple[str, str]], count: int) -> lis
 
 def _read_job() -> dict | None:
     """The job given on stdin (one JSON line), or None when stdin ends first or the line is not a job."""
-    data = b""
-    while not data.endswith(b"\n"):
-        try:
-            chunk = os.read(0, 65536)
-        except InterruptedError:  # pragma: no cover - PEP 475 retries
-            continue
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    with contextlib.suppress(OSError):
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
+    data = _read_stdin(lambda data: data.endswith(b"\n"), lambda data: 65536)
+    if data is None:
+        return None
     try:
         job = json.loads(data)
     except ValueError:
