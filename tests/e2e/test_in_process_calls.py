@@ -80,3 +80,67 @@ def test_same_answers_without_the_socket(server: MotoServer) -> None:
     assert in_place["missing"] == "NoSuchKey" and in_place["conditional"] == "ConditionalCheckFailedException"
     exercise(server, "after")  # undone on exit: over HTTP again
     assert seen
+
+
+def test_in_place_calls_reach_the_handler_without_flask(server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routed requests skip Flask's request context, routing and CORS: moto's handler answers them directly."""
+    import flask
+
+    entered: list[str] = []
+    wsgi_app = flask.Flask.wsgi_app
+
+    def counting(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        entered.append(environ["PATH_INFO"])
+        return wsgi_app(self, environ, start_response)
+
+    monkeypatch.setattr(flask.Flask, "wsgi_app", counting)
+    with in_process_calls(server.port, server.wsgi_app):
+        exercise(server, "noflask")
+        assert entered == []
+        env = server.client_env()
+        s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=server.endpoint_url,
+                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+        with pytest.raises(ClientError):  # moto's own API has no moto handler: the whole app answers it
+            s3.meta.events.register("before-sign.s3.ListBuckets", lambda request, **_: setattr(
+                request, "url", f"{server.endpoint_url}/moto-api/nope"))
+            s3.list_buckets()
+    assert entered == ["/moto-api/nope"]
+
+
+def test_signature_skipped_only_for_sigv4_requests_answered_in_place(server: MotoServer) -> None:
+    """moto reads the credential scope, never the signature: in place, SigV4 requests carry the real scope and a
+    zero signature; S3's signer (moto reads its payload hash) and requests to anything else are signed as ever."""
+    from botocore.awsrequest import AWSResponse
+
+    from npa_workflow.local.in_process_calls import _Body
+
+    env = server.client_env()
+    keys = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+            "region_name": "us-east-1"}
+    seen: dict[str, str] = {}
+
+    def capture(name: str) -> Any:
+        def before_send(request: Any, **_: Any) -> None:
+            seen[name] = request.headers["Authorization"].decode() if isinstance(
+                request.headers["Authorization"], bytes) else request.headers["Authorization"]
+        return before_send
+
+    ddb = boto3.client("dynamodb", endpoint_url=server.endpoint_url, **keys)
+    s3 = boto3.client("s3", endpoint_url=server.endpoint_url, **keys)
+    elsewhere = boto3.client("dynamodb", endpoint_url="http://127.0.0.1:9", **keys)  # no server of ours there
+    ddb.meta.events.register("before-send", capture("ddb"))
+    s3.meta.events.register("before-send", capture("s3"))
+    elsewhere.meta.events.register("before-send", capture("elsewhere"))
+    elsewhere.meta.events.register("before-send", lambda **_: AWSResponse("x", 200, {}, _Body(b"{}")))
+    with in_process_calls(server.port, server.wsgi_app):
+        assert "TableNames" in ddb.list_tables()
+        s3.list_buckets()
+        elsewhere.list_tables()
+    scope = f"Credential={env['AWS_ACCESS_KEY_ID']}/"
+    assert scope in seen["ddb"] and "/us-east-1/dynamodb/aws4_request" in seen["ddb"]
+    assert seen["ddb"].endswith("Signature=" + "0" * 64)
+    for other in ("s3", "elsewhere"):
+        assert scope in seen[other] and not seen[other].endswith("0" * 64), other
+    seen.clear()
+    ddb.list_tables()  # the block ended: signed again (over HTTP)
+    assert scope in seen["ddb"] and not seen["ddb"].endswith("0" * 64)
