@@ -99,7 +99,8 @@ def test_in_place_calls_reach_the_handler_without_flask(server: MotoServer, monk
         assert entered == []
         env = server.client_env()
         s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=server.endpoint_url,
-                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
         with pytest.raises(ClientError):  # moto's own API has no moto handler: the whole app answers it
             s3.meta.events.register("before-sign.s3.ListBuckets", lambda request, **_: setattr(
                 request, "url", f"{server.endpoint_url}/moto-api/nope"))
