@@ -9,6 +9,8 @@ import signal
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from npa_workflow.local.executor import CANCELLED, SUCCEEDED, LocalExecutor
 
 from .conftest import PY, alive, read_pid, wait_terminal, wait_until
@@ -95,3 +97,38 @@ def test_wait_gone_is_false_while_any_process_of_the_job_remains(ex: LocalExecut
     assert ex.wait_gone([job_id], timeout=0.3) is False
     ex.cancel([job_id], grace_seconds=0.2)
     assert ex.wait_gone([job_id], timeout=5)
+
+
+def test_an_ended_jobs_cgroup_is_removed_off_the_status_read(ex: LocalExecutor, mode: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status read that sees a job end (the watch's, before it completes the token) does not wait for the
+    kernel to remove the job's cgroup: a thread of the executor does, and close() removes what is still queued."""
+    import threading
+
+    from npa_workflow.local import containment
+
+    if mode != "cgroup":
+        pytest.skip("no cgroups: nothing to remove")
+    removed_on: list[str] = []
+    gate = threading.Event()
+    remove = containment.remove_cgroup
+
+    def slow_remove(path: object) -> None:  # the kernel's grace period, made long
+        removed_on.append(threading.current_thread().name)
+        gate.wait(5)
+        remove(path)
+
+    monkeypatch.setattr(containment, "remove_cgroup", slow_remove)
+    job_id = ex.launch("short", [PY, "-c", "pass"])
+    cgroup = Path(json.loads((ex.jobs_dir / f"{job_id}.json").read_text())["cgroup"])
+    assert cgroup.is_dir()
+    assert wait_terminal(ex, job_id).status == SUCCEEDED  # answered while the removal still waits
+    assert cgroup.is_dir()
+    gate.set()
+    wait_until(lambda: not cgroup.exists(), 5, "the cgroup removed")
+    assert set(removed_on) == {"npa-cgroup-release"}
+
+    second = ex.launch("second", [PY, "-c", "pass"])
+    wait_terminal(ex, second)
+    ex.close()  # whatever is still queued is removed now, on the closing thread
+    assert not Path(json.loads((ex.jobs_dir / f"{second}.json").read_text())["cgroup"]).exists()

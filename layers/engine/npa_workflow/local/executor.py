@@ -58,6 +58,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -275,12 +276,63 @@ class _Ahead:
             _let_go(ready)
 
 
+class _Releaser:
+    """Ended jobs' cgroups, removed on a thread of their own. The kernel's removal of a cgroup waits for an RCU
+    grace period (2-5 ms here), and the status read that sees a job end is the watch's, before it completes the
+    job's token: off that path, the removal costs the run nothing. A cgroup whose last process is still exiting
+    cannot be removed yet: it is tried again for a moment. What is queued when the executor closes (or its
+    process exits) is removed before that returns; a process killed first leaves empty cgroups, which
+    `containment.prune` removes."""
+
+    RETRIES_S = (0.0, 0.01, 0.05, 0.2)  # a cgroup busy with an exiting process: tried again after these
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[str | threading.Event] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def release(self, cgroup: str | Path | None) -> None:
+        if not cgroup:
+            return
+        self._queue.put(str(cgroup))
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="npa-cgroup-release", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, threading.Event):  # a flush: everything queued before it is done
+                item.set()
+                continue
+            for delay in self.RETRIES_S:
+                time.sleep(delay)
+                containment.remove_cgroup(item)
+                if not os.path.isdir(item):
+                    break
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Return once what was queued before is removed (or `timeout` passed)."""
+        with self._lock:
+            if self._thread is None:
+                return
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+
 def _let_go(started: _Started) -> None:
     """End a wrapper started ahead that never got a job: its stdin ends, it exits (no exit file, no log). Not
     waited for here (it may still be starting): `subprocess` reaps a dropped child at its next start."""
     with contextlib.suppress(OSError):
         if started.proc.stdin is not None:
             started.proc.stdin.close()
+
+
+def _close(ahead: _Ahead, releaser: _Releaser) -> None:
+    ahead.close()
+    releaser.flush()
 
 
 class LocalExecutor:
@@ -323,7 +375,8 @@ class LocalExecutor:
         self._boot_id = _boot_id()
         self._use_proc = _has_proc()
         self._ahead = _Ahead(start_ahead)
-        weakref.finalize(self, self._ahead.close)
+        self._releaser = _Releaser()
+        weakref.finalize(self, _close, self._ahead, self._releaser)  # also at this process's exit
 
     # ------------------------------------------------------------------ paths and records
     def _record_path(self, job_id: str) -> Path:
@@ -522,8 +575,9 @@ class LocalExecutor:
         return _Started(job_id, proc, str(cgroup) if cgroup else None, stat[2] if stat else None)
 
     def close(self) -> None:
-        """Let the wrapper started ahead go (it exits, leaving nothing); later launches start their own."""
-        self._ahead.close()
+        """Let the wrapper started ahead go (it exits, leaving nothing); later launches start their own. Ended
+        jobs' cgroups still queued for removal are removed."""
+        _close(self._ahead, self._releaser)
 
     # ------------------------------------------------------------------ lookups
     def find_by_name(self, job_name: str) -> list[str]:
@@ -757,7 +811,7 @@ class LocalExecutor:
                 # Observed, not decided: lost with the machine (not with this process), it is observed again.
                 _write_json_atomic(self._record_path(job_id), updated, durable=False)
                 if updated.get("status") in TERMINAL_STATUSES:
-                    containment.remove_cgroup(updated.get("cgroup"))
+                    self._releaser.release(updated.get("cgroup"))
             return updated
 
     def _started(self, record: dict[str, Any]) -> dict[str, Any]:
