@@ -18,6 +18,8 @@ from npa_workflow.local.moto_speedups import (
     method_names_listed_once,
     moto_speedups,
     partition_queries,
+    projections_of_names,
+    trees_copied_directly,
     update_checks_passed_once,
     update_expressions_parsed_once,
     walkers_built_once,
@@ -427,3 +429,110 @@ def test_walkers_and_passed_checks_apply_and_refuse_the_same(monkeypatch: pytest
     assert all(message != "applied" for message in plain[1])
     # _apply_updates sends 3 texts twice (and one that does not parse): checked once each, then no more
     assert first_round > 0 and len(checks) == first_round
+
+
+PROJECTIONS = [
+    ({"ProjectionExpression": "pk, sk, #s, outputs, gone", "ExpressionAttributeNames": {"#s": "status"}}, True),
+    ({"ProjectionExpression": "m, n, ss"}, True),  # a map, a number, a set; m absent from one item
+    ({"ProjectionExpression": "outputs[1], sk"}, False),  # a list element: moto's own
+    ({"ProjectionExpression": "m.deep.x, pk"}, False),  # a nested path: moto's own
+]
+
+
+def _project(table: str) -> list[Any]:
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk")])
+    for i in range(3):
+        item = {"pk": {"S": "RUN#a"}, "sk": {"S": f"W#{i}"}, "status": {"S": "RUNNING"}, "n": {"N": "1.50"},
+                "outputs": {"L": [{"S": "s3://b/x"}, {"S": f"s3://b/{i}"}]}, "ss": {"SS": ["b", "a"]},
+                "m": {"M": {"deep": {"M": {"x": {"N": str(i)}, "y": {"NULL": True}}}, "flag": {"BOOL": True}}}}
+        if i == 1:
+            del item["m"]
+        client.put_item(TableName=table, Item=item)
+    answers = []
+    for projection, _ in PROJECTIONS:
+        answers.append(client.query(TableName=table, KeyConditionExpression="pk = :p",
+                                    ExpressionAttributeValues={":p": {"S": "RUN#a"}}, **projection)["Items"])
+        answers.append(client.get_item(TableName=table, Key={"pk": {"S": "RUN#a"}, "sk": {"S": "W#0"}},
+                                       **projection).get("Item"))
+    return answers
+
+
+def test_projections_of_names_answer_as_moto_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+    from moto.dynamodb.models.dynamo_type import Item
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        plain = _project("plain")
+        with projections_of_names():
+            fast = _project("fast")
+            whole: list[int] = []  # whole-item conversions, per projection
+            convert = Item.to_regular_json
+            monkeypatch.setattr(Item, "to_regular_json", lambda self: whole.append(1) or convert(self))
+            for projection, names_only in PROJECTIONS:
+                whole.clear()
+                paths = projection["ProjectionExpression"].replace("#s", "status").split(", ")
+                Item(None, None, {"pk": {"S": "k"}, "m": {"M": {}}}).project([path.split(".") for path in paths])
+                assert (whole == []) == names_only, projection
+            monkeypatch.undo()
+    assert fast == plain
+    assert plain[0][1] == {"pk": {"S": "RUN#a"}, "sk": {"S": "W#1"}, "status": {"S": "RUNNING"},
+                           "outputs": {"L": [{"S": "s3://b/x"}, {"S": "s3://b/1"}]}}
+
+
+def test_trees_copied_directly_are_deep_copies() -> None:
+    import copy
+
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.ast_nodes import Node
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    def nodes(tree: Any) -> list[Any]:
+        found, todo = [], [tree]
+        while todo:
+            node = todo.pop()
+            found.append(node)
+            todo.extend(child for child in node.children or [] if isinstance(child, Node))
+        return found
+
+    def shape(value: Any) -> Any:  # a tree's content, its parent links left out (checked below)
+        if isinstance(value, Node):
+            return type(value).__name__, {k: shape(v) for k, v in vars(value).items() if k != "parent"}
+        if isinstance(value, list):
+            return [shape(v) for v in value]
+        return value
+
+    for expression, _, _ in UPDATES:
+        tree = UpdateExpressionParser.make(expression)
+        with trees_copied_directly():
+            fast = validators.deepcopy(tree)
+            assert validators.deepcopy({"x": [1]}) == {"x": [1]}  # anything else: copy.deepcopy
+        plain = copy.deepcopy(tree)
+        assert shape(fast) == shape(plain) == shape(tree)
+        originals = {id(node) for node in nodes(tree)}
+        copies = nodes(fast)
+        assert [type(n) for n in copies] == [type(n) for n in nodes(plain)]
+        assert not originals & {id(node) for node in copies}  # nothing shared with the original
+        inside = {id(node) for node in copies}
+        assert all(node.parent is None or id(node.parent) in inside for node in copies)  # parents: the copy's
+        assert [vars(n).keys() for n in copies] == [vars(n).keys() for n in nodes(plain)]
+    assert validators.deepcopy is copy.deepcopy  # undone
+
+
+def test_trees_copied_directly_apply_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        plain = _apply_updates("plain")
+        with update_expressions_parsed_once(), trees_copied_directly():
+            fast = _apply_updates("fast")
+    assert fast == plain

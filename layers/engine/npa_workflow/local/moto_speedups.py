@@ -86,12 +86,29 @@ own path. Figures: `bench/local_overhead.py`.
    is checked, and fails, every time. The other walks (values, paths resolved against the item, functions,
    types, empty keys) run at every update. Seams: `UpdateExpressionValidator.get_ast_processors`, and
    `Validator.__init__` and `Validator.validate` (its base's) of `moto.dynamodb.parsing.validators`.
+12. A projection of top-level names converts only those attributes. To project an item (a `Query` or `GetItem`
+   with a `ProjectionExpression`: the watch reads ten fields of every active attempt), moto converts the whole item
+   to plain JSON once per projected path, keeps the path's part of each conversion and converts the result back.
+   For a path that is one plain name (no list index, no nested part), the part kept is exactly that attribute's
+   conversion (or nothing when the item lacks it), so where every path is one, each named attribute is converted
+   once, in the same order and merged the same way, and the same result converted back. Any other projection is
+   moto's own. Seam: `moto.dynamodb.models.dynamo_type.Item.project(self, projection_expressions)`.
+13. An update expression's tree copied directly. The validator works on a deep copy of the (shared: 5) tree, made
+   by `copy.deepcopy`'s generic path for every node (reduce, reconstruct, a state dict per node): about a sixth of
+   an `UpdateItem`'s CPU. A node of moto's update-expression tree is a plain object (its `__dict__`: type,
+   children, parent; no copy hooks of its own), so it is copied as that path copies it — a new instance of its
+   class, its attributes copied recursively, one copy per original (a memo: the parent links stay a tree's) — with
+   lists and dicts copied in place and strings, numbers and None kept; anything else goes to `copy.deepcopy`
+   with the same memo. Seam: the `deepcopy` name imported by `moto.dynamodb.parsing.validators` (for a tree
+   node; any other value goes to `copy.deepcopy`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -100,8 +117,8 @@ from typing import Any
 
 __all__ = ["backends_found_once", "conditions_tokenized_once", "definition_parsed_once", "fast_attribute_values",
            "interpreter_clients_kept", "jsonpath_parsed_once", "method_names_listed_once", "moto_speedups",
-           "partition_queries", "update_checks_passed_once", "update_expressions_parsed_once",
-           "walkers_built_once"]
+           "partition_queries", "projections_of_names", "trees_copied_directly", "update_checks_passed_once",
+           "update_expressions_parsed_once", "walkers_built_once"]
 
 JSONPATH_CACHE = 2048  # distinct path strings kept (a machine has a few dozen)
 KEPT_PROGRAMS = 8  # validated definitions waiting for their first execution (serve deploys one per spec)
@@ -167,7 +184,8 @@ def _member(serializer: Any, value: Any, shape: Any) -> Any:
 def moto_speedups() -> Iterator[None]:
     with fast_attribute_values(), jsonpath_parsed_once(), definition_parsed_once(), interpreter_clients_kept(), \
             update_expressions_parsed_once(), backends_found_once(), conditions_tokenized_once(), partition_queries(), \
-            method_names_listed_once(), walkers_built_once(), update_checks_passed_once():
+            method_names_listed_once(), walkers_built_once(), update_checks_passed_once(), projections_of_names(), \
+            trees_copied_directly():
         yield
 
 
@@ -523,4 +541,79 @@ def update_checks_passed_once() -> Iterator[None]:
     with _swapped((Validator, "__init__", make_init),  # (defined on the base)
                   (UpdateExpressionValidator, "get_ast_processors", make_processors),
                   (Validator, "validate", make_validate)):  # (defined on the base; others have no verdict key)
+        yield
+
+
+_LIST_INDEX = re.compile(r"(.+)\[(\d+)\]$")  # moto's `find_nested_key` reads such a path part as a list element
+
+
+@contextlib.contextmanager
+def projections_of_names() -> Iterator[None]:
+    """Speed-up 12 (see the module doc)."""
+    from moto.dynamodb.models import dynamo_type
+
+    def make(project: Any) -> Any:
+        def project_names(self: Any, projection_expressions: list[list[str]]) -> Any:
+            if not all(len(path) == 1 and not _LIST_INDEX.match(path[0]) for path in projection_expressions):
+                return project(self, projection_expressions)
+            result: dict[str, Any] = {}
+            for (name,) in projection_expressions:
+                attribute = self.attrs.get(name)
+                if attribute is not None:  # as `find_nested_key([name], item.to_regular_json())` finds it
+                    dynamo_type.merge_dicts(result, {name: dynamo_type.deserializer.deserialize(
+                        attribute.to_regular_json())})
+            return dynamo_type.Item(hash_key=self.hash_key, range_key=self.range_key,
+                                    attrs=dynamo_type.serializer.serialize(result)["M"])
+
+        return project_names
+
+    with _swapped((dynamo_type.Item, "project", make)):
+        yield
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _tree_copy(value: Any, memo: dict[int, Any], node_type: type) -> Any:
+    """`copy.deepcopy(value, memo)` for a tree of moto's update-expression nodes (speed-up 13)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    found = memo.get(id(value))
+    if found is not None:
+        return found
+    if kind is list:
+        copied_list: list[Any] = []
+        memo[id(value)] = copied_list
+        copied_list.extend(_tree_copy(item, memo, node_type) for item in value)
+        return copied_list
+    if kind is dict:
+        copied_dict: dict[Any, Any] = {}
+        memo[id(value)] = copied_dict
+        for key, item in value.items():
+            copied_dict[_tree_copy(key, memo, node_type)] = _tree_copy(item, memo, node_type)
+        return copied_dict
+    if isinstance(value, node_type) and getattr(kind, "__deepcopy__", None) is None:
+        copied = kind.__new__(kind)
+        memo[id(value)] = copied
+        copied.__dict__.update({name: _tree_copy(item, memo, node_type) for name, item in value.__dict__.items()})
+        return copied
+    return copy.deepcopy(value, memo)
+
+
+@contextlib.contextmanager
+def trees_copied_directly() -> Iterator[None]:
+    """Speed-up 13 (see the module doc)."""
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.ast_nodes import Node
+
+    def make(deepcopy: Any) -> Any:
+        def tree_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+            if not isinstance(value, Node):
+                return deepcopy(value, memo)
+            return _tree_copy(value, {} if memo is None else memo, Node)
+
+        return tree_deepcopy
+
+    with _swapped((validators, "deepcopy", make)):
         yield
