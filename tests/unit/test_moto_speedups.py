@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from npa_workflow.local import moto_speedups as speedups
 from npa_workflow.local.moto_speedups import (
     backends_found_once,
     conditions_tokenized_once,
@@ -23,6 +24,7 @@ from npa_workflow.local.moto_speedups import (
     update_checks_passed_once,
     update_expressions_parsed_once,
     walkers_built_once,
+    walks_decided_per_type,
 )
 
 ITEM = {
@@ -393,6 +395,7 @@ def test_method_names_listed_once_are_moto_lists(monkeypatch: pytest.MonkeyPatch
 def test_walkers_and_passed_checks_apply_and_refuse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
     from moto import mock_aws
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
     from moto.dynamodb.parsing.validators import ActionCountValidator
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -416,6 +419,21 @@ def test_walkers_and_passed_checks_apply_and_refuse_the_same(monkeypatch: pytest
         plain = _apply_updates("plain"), refusals("plain")
         with walkers_built_once():
             fast = _apply_updates("fast"), refusals("fast")
+        asked: list[object] = []  # the walkers' questions "which node types do you process?"
+        kinds = DepthFirstTraverser.nodes_to_be_processed
+        monkeypatch.setattr(DepthFirstTraverser, "nodes_to_be_processed",
+                            lambda self: asked.append(self) or kinds(self))
+        walked = _apply_updates("asked"), refusals("asked")
+        per_node = len(asked)
+        asked.clear()
+        monkeypatch.setattr(speedups, "_DECIDED", {})  # as in a new process (another test may have filled it)
+        monkeypatch.setattr(speedups, "_CHOSEN", {})
+        with walks_decided_per_type():
+            decided = _apply_updates("decided"), refusals("decided")
+        assert 0 < len(asked) < per_node / 3  # asked once per node class of a walk, not at every node
+        monkeypatch.undo()
+        with walkers_built_once(), walks_decided_per_type():
+            both = _apply_updates("both"), refusals("both")
         with update_expressions_parsed_once(), update_checks_passed_once():  # (5 shares the AST 11 keys on)
             checks: list[object] = []
             count = ActionCountValidator.verify_action_counts
@@ -425,7 +443,8 @@ def test_walkers_and_passed_checks_apply_and_refuse_the_same(monkeypatch: pytest
             first_round = len(checks)
             _apply_updates("again")
             monkeypatch.undo()
-    assert fast == plain and passed_once == (*plain, plain[1])  # refused every time, by the same check
+    assert fast == plain == walked == decided == both
+    assert passed_once == (*plain, plain[1])  # refused every time, by the same check
     assert all(message != "applied" for message in plain[1])
     # _apply_updates sends 3 texts twice (and one that does not parse): checked once each, then no more
     assert first_round > 0 and len(checks) == first_round
