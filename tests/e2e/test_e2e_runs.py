@@ -192,7 +192,7 @@ def test_a_malformed_decision_fails_the_run_naming_its_uri(tmp_path: Path) -> No
 
 @pytest.mark.timeout(60)
 def test_waves_move_on_at_each_jobs_end_not_at_the_watch_tick(tmp_path: Path) -> None:
-    """A no-op job ends before its launch has recorded it (its wrapper was started ahead): the launch's return
+    """A no-op job ends before its launch has recorded it (its wrapper was started ahead): the record of its job
     wakes the watch. With a 30 s tick, three waves that each waited for the tick would take 90 s."""
     ws = workspace(tmp_path)
     spec = write_spec(ws, "quick", """\
@@ -207,3 +207,48 @@ def test_waves_move_on_at_each_jobs_end_not_at_the_watch_tick(tmp_path: Path) ->
     assert report["status"] == "SUCCEEDED", report.get("error")
     assert [w["state"] for w in report["waves"]] == ["a", "b", "c"]
     assert time.monotonic() - started < 25.0  # no wave waited for a tick
+
+
+@pytest.mark.timeout(60)
+def test_a_wave_is_finished_once_its_job_is_recorded_not_when_its_launch_returns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch records the job's id, then re-checks for a cancel and returns. A job that ended already is
+    finished from the record on: here the re-check is made slow (2 s) and the watch completes the wave (its
+    token, its ledger attempt) while the launch is still in it. With a 30 s tick, nothing waits for a tick."""
+    import threading
+
+    from npa_workflow.ledger import DynamoLedger
+
+    recorded_here = threading.local()
+    seen: dict[str, float] = {}
+    record, cancel_requested, finish = (DynamoLedger.record_submission, DynamoLedger.cancel_requested,
+                                        DynamoLedger.finish_attempt)
+
+    def record_submission(self, *args, **kwargs):
+        out = record(self, *args, **kwargs)
+        recorded_here.on = True
+        return out
+
+    def slow_recheck(self, run_id):
+        if getattr(recorded_here, "on", False):  # the launch's re-check after its record
+            recorded_here.on = False
+            time.sleep(2.0)
+            seen.setdefault("launch re-checked", time.monotonic())
+        return cancel_requested(self, run_id)
+
+    def finish_attempt(self, *args, **kwargs):
+        seen.setdefault("wave finished", time.monotonic())
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoLedger, "record_submission", record_submission)
+    monkeypatch.setattr(DynamoLedger, "cancel_requested", slow_recheck)
+    monkeypatch.setattr(DynamoLedger, "finish_attempt", finish_attempt)
+    ws = workspace(tmp_path)
+    spec = write_spec(ws, "recorded", """\
+        initial: a
+        states:
+          a: {run: {argv: ["true"]}, terminal: true}
+        """)
+    report = run(spec, tmp_path / "home", tick_seconds=30.0)
+    assert report["status"] == "SUCCEEDED", report.get("error")
+    assert seen["wave finished"] < seen["launch re-checked"]

@@ -44,3 +44,32 @@ def test_two_puts_of_one_key_are_recorded_in_the_order_moto_applied_them(tmp_pat
             state.close()
         restored = boto3.client("s3", region_name="us-east-1").get_object(Bucket=BUCKET, Key="k")["Body"].read()
     assert restored == in_moto
+
+
+def test_item_listeners_hear_each_write_once_recorded_before_moto_answers(tmp_path, monkeypatch):
+    """The local run finishes a wave as soon as the ledger records its job (not when the launch returns): a
+    listener hears of every item write, after it is on disk and before the request that made it is answered; a
+    failing listener does not fail the write; the listener is gone after its block."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    heard: list[tuple[str, dict, dict | None, int]] = []
+    with mock_aws(), durable_aws(tmp_path / "aws") as state:
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(TableName="t", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                         BillingMode="PAY_PER_REQUEST")
+
+        def listener(table, key, item):
+            recorded = dict(state.items(table)).get('{"pk": {"S": "k"}}')  # on disk already
+            heard.append((table, key, item, recorded is not None))
+            raise RuntimeError("a listener's trouble")
+
+        with state.item_written(listener):
+            ddb.put_item(TableName="t", Item={"pk": {"S": "k"}, "job": {"S": "a"}})
+            ddb.update_item(TableName="t", Key={"pk": {"S": "k"}}, UpdateExpression="SET job = :j",
+                            ExpressionAttributeValues={":j": {"S": "b"}})
+            ddb.delete_item(TableName="t", Key={"pk": {"S": "k"}})
+        ddb.put_item(TableName="t", Item={"pk": {"S": "after"}})
+    assert heard == [("t", {"pk": {"S": "k"}}, {"pk": {"S": "k"}, "job": {"S": "a"}}, True),
+                     ("t", {"pk": {"S": "k"}}, {"pk": {"S": "k"}, "job": {"S": "b"}}, True),
+                     ("t", {"pk": {"S": "k"}}, None, False)]

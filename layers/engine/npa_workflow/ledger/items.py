@@ -101,13 +101,17 @@ def attempt_tag(attempt: int) -> str:
     return f"A{attempt:03d}"
 
 
+WAVE_SK_PREFIX = "WAVE#"  # every attempt item's sort key starts so
+WATERMARK_SK_PREFIX = "WATERMARK#"  # every trigger watermark item's
+
+
 def wave_prefix(wave_key: str) -> str:
     """Sort-key prefix of every attempt of one wave (ends with `#A`, so `train` never matches `train2`)."""
-    return f"WAVE#{key_part(wave_key)}#A"
+    return f"{WAVE_SK_PREFIX}{key_part(wave_key)}#A"
 
 
 def wave_sk(wave_key: str, attempt: int) -> str:
-    return f"WAVE#{key_part(wave_key)}#{attempt_tag(attempt)}"
+    return f"{WAVE_SK_PREFIX}{key_part(wave_key)}#{attempt_tag(attempt)}"
 
 
 def decision_prefix(state: str, loops_key: str) -> str:
@@ -115,7 +119,7 @@ def decision_prefix(state: str, loops_key: str) -> str:
 
 
 def watermark_sk(state: str, loops_key: str) -> str:
-    return f"WATERMARK#{key_part(state)}#{key_part(loops_key)}"
+    return f"{WATERMARK_SK_PREFIX}{key_part(state)}#{key_part(loops_key)}"
 
 
 # ---------------------------------------------------------------------------------------------

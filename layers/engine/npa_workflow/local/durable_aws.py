@@ -39,7 +39,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,7 @@ class DurableAws:
         self._paused = threading.local()
         self._closed = False
         self.item_writes = 0  # grows with every DynamoDB write recorded: a reader knows when to look again
+        self._item_listeners: list[Callable[[str, dict[str, Any], dict[str, Any] | None], None]] = []
 
     def close(self) -> None:
         with self._lock:
@@ -128,6 +129,24 @@ class DurableAws:
                 self._db.execute("insert or replace into items values (?, ?, ?)",
                                  (table, key_text, json.dumps(item, sort_keys=True)))
             self.item_writes += 1
+            for listener in self._item_listeners:
+                try:
+                    listener(table, key, item)
+                except Exception:  # noqa: BLE001 - a listener's trouble must not fail the write it heard of
+                    LOG.exception("durable AWS: an item listener failed")
+
+    @contextlib.contextmanager
+    def item_written(self, listener: Callable[[str, dict[str, Any], dict[str, Any] | None], None]) -> Iterator[None]:
+        """While active, `listener(table, key, item)` (DynamoDB JSON; item None: deleted) hears of every item
+        write once it is recorded, on the writing thread, before moto answers the request that made it. It must be
+        quick and must not call the stack (it runs inside moto's write lock)."""
+        with self._lock:
+            self._item_listeners.append(listener)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._item_listeners.remove(listener)
 
     def items(self, table: str) -> list[tuple[str, str]]:
         """Every recorded item of `table` as (key JSON, item JSON), both DynamoDB JSON with sorted keys: what

@@ -13,13 +13,10 @@ from __future__ import annotations
 import json
 
 from npa_workflow.ledger import Watermark, WaveAttempt
-from npa_workflow.ledger.items import run_pk
+from npa_workflow.ledger.items import WATERMARK_SK_PREFIX, WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.durable_aws import DurableAws
 
 __all__ = ["RunWaves"]
-
-_WAVE_PREFIX = "WAVE#"
-_WATERMARK_PREFIX = "WATERMARK#"
 
 
 class RunWaves:
@@ -56,8 +53,8 @@ class RunWaves:
             sk = key.get("sk", {}).get("S", "")
             if key.get("pk", {}).get("S") != self.pk:
                 continue
-            model = (WaveAttempt if sk.startswith(_WAVE_PREFIX) else
-                     Watermark if sk.startswith(_WATERMARK_PREFIX) else None)
+            model = (WaveAttempt if sk.startswith(WAVE_SK_PREFIX) else
+                     Watermark if sk.startswith(WATERMARK_SK_PREFIX) else None)
             if model is None:
                 continue
             known = self._parsed.get(sk)

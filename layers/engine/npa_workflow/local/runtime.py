@@ -56,7 +56,7 @@ from npa_workflow.engine import wiring
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
-from npa_workflow.ledger.items import run_pk
+from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.durable_aws import (
     RUN_STATE_DIR,
     STATE_FILE,
@@ -628,19 +628,35 @@ class LocalRuntime:
                 ended.set()
                 exits.nudge()
 
-        launched: set[str] = set()  # the jobs this run's launches returned (the waves the watch can finish)
+        launched: set[str] = set()  # the jobs this run's ledger recorded (the waves the watch can finish)
 
-        def launch_returned(handler: str, result: Any) -> None:
-            job_id = result.get("job_id") if handler == function_table.LAUNCH.handler and isinstance(result, dict) \
-                else None
-            if isinstance(job_id, str):
+        def recorded(job_id: str) -> None:
+            if job_id not in launched:
                 launched.add(job_id)
                 # A job can end before its launch has recorded its id (a no-op step does): its exit was let pass
                 # (`_wait_for_end`), so the watch looks now.
                 if (jobs / f"{job_id}{EXIT_SUFFIX}").exists():
                     exits.nudge()
 
-        with execution_ends(execution_ended), returned_results(launch_returned):
+        ledger_table, run_key = engine.ledger.table_name, run_pk(self.run_id)
+
+        def item_written(table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
+            # The launch records the job's id (its submission) before it re-checks for a cancel and returns: from
+            # that write on, the watch can finish the job's wave.
+            if (item is not None and table == ledger_table and key.get("pk", {}).get("S") == run_key
+                    and key.get("sk", {}).get("S", "").startswith(WAVE_SK_PREFIX)):
+                job_id = WaveAttempt.from_item(item).job_id
+                if job_id:
+                    recorded(job_id)
+
+        def launch_returned(handler: str, result: Any) -> None:  # (a launch whose write was not heard of)
+            job_id = result.get("job_id") if handler == function_table.LAUNCH.handler and isinstance(result, dict) \
+                else None
+            if isinstance(job_id, str):
+                recorded(job_id)
+
+        with execution_ends(execution_ended), returned_results(launch_returned), \
+                waves.durable.item_written(item_written):
             return self._wait_for_end(engine, sfn, waves, exits, ended, launched)
 
     def _wait_for_end(self, engine: Any, sfn: SfnExecutions, waves: RunWaves, exits: JobExits,
@@ -681,9 +697,9 @@ class LocalRuntime:
                         trigger_waiting(mark)
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
-            # Until the tick, a nudge, or the exit of a job whose launch returned (the watch can finish its wave at
+            # Until the tick, a nudge, or the exit of a job the ledger recorded (the watch can finish its wave at
             # once). Another exit is let pass: a job of another run sharing the home, or one that ended before its
-            # launch recorded it (that launch nudges when it returns; a watch pass now could not finish the wave).
+            # launch recorded it (that record nudges; a watch pass now could not finish the wave).
             deadline = time.monotonic() + self.options.tick_seconds
             while exits.wait(max(0.0, deadline - time.monotonic()), self._stop) and not exits.last_exits & launched:
                 pass
