@@ -506,6 +506,17 @@ def test_projections_of_names_answer_as_moto_does(monkeypatch: pytest.MonkeyPatc
                            "outputs": {"L": [{"S": "s3://b/x"}, {"S": "s3://b/1"}]}}
 
 
+def _tree_shape(value: Any) -> Any:
+    """An update-expression tree's content, its parent links left out."""
+    from moto.dynamodb.parsing.ast_nodes import Node
+
+    if isinstance(value, Node):
+        return type(value).__name__, {k: _tree_shape(v) for k, v in vars(value).items() if k != "parent"}
+    if isinstance(value, list):
+        return [_tree_shape(v) for v in value]
+    return value
+
+
 def test_trees_copied_directly_are_deep_copies() -> None:
     import copy
 
@@ -521,13 +532,7 @@ def test_trees_copied_directly_are_deep_copies() -> None:
             todo.extend(child for child in node.children or [] if isinstance(child, Node))
         return found
 
-    def shape(value: Any) -> Any:  # a tree's content, its parent links left out (checked below)
-        if isinstance(value, Node):
-            return type(value).__name__, {k: shape(v) for k, v in vars(value).items() if k != "parent"}
-        if isinstance(value, list):
-            return [shape(v) for v in value]
-        return value
-
+    shape = _tree_shape
     for expression, _, _ in UPDATES:
         tree = UpdateExpressionParser.make(expression)
         with trees_copied_directly():
@@ -543,6 +548,31 @@ def test_trees_copied_directly_are_deep_copies() -> None:
         assert all(node.parent is None or id(node.parent) in inside for node in copies)  # parents: the copy's
         assert [vars(n).keys() for n in copies] == [vars(n).keys() for n in nodes(plain)]
     assert validators.deepcopy is copy.deepcopy  # undone
+
+
+def test_trees_copied_directly_pickle_a_tree_once_and_copy_what_does_not_pickle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+    import pickle
+
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    tree = UpdateExpressionParser.make(UPDATES[1][0])
+    odd = UpdateExpressionParser.make(UPDATES[0][0])
+    odd.children[0].hook = lambda: "not picklable"  # a tree `pickle` refuses: copied node by node instead
+    dumped: list[object] = []
+    dumps = pickle.dumps
+    monkeypatch.setattr(pickle, "dumps", lambda obj, **kw: dumped.append(obj) or dumps(obj, **kw))
+    with trees_copied_directly():
+        first, second = validators.deepcopy(tree), validators.deepcopy(tree)
+        odd_copies = validators.deepcopy(odd), validators.deepcopy(odd)
+    assert dumped == [tree, odd]  # each tree pickled once, then only unpickled
+    assert first is not second
+    assert _tree_shape(first) == _tree_shape(second) == _tree_shape(copy.deepcopy(tree)) == _tree_shape(tree)
+    for copied in odd_copies:
+        assert copied is not odd and copied.children[0] is not odd.children[0]
+        assert copied.children[0].hook is odd.children[0].hook  # as copy.deepcopy keeps a function
 
 
 def test_trees_copied_directly_apply_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
