@@ -11,6 +11,7 @@ import pytest
 from npa_workflow.local import moto_speedups as speedups
 from npa_workflow.local.moto_speedups import (
     backends_found_once,
+    conditions_parsed_once_per_request,
     conditions_tokenized_once,
     definition_parsed_once,
     fast_attribute_values,
@@ -585,3 +586,63 @@ def test_trees_copied_directly_apply_the_same(monkeypatch: pytest.MonkeyPatch) -
         with update_expressions_parsed_once(), trees_copied_directly():
             fast = _apply_updates("fast")
     assert fast == plain
+
+
+
+def test_conditions_parsed_once_per_request_decide_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+    from moto import mock_aws
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+
+    def writes(table: str) -> list[Any]:
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                            BillingMode="PAY_PER_REQUEST")
+        out: list[Any] = []
+        calls = [
+            ("put", {"Item": {"pk": {"S": "k"}, "n": {"N": "1"}}, "ConditionExpression": "attribute_not_exists(pk)"}),
+            ("put", {"Item": {"pk": {"S": "k"}}, "ConditionExpression": "attribute_not_exists(pk)"}),  # refused
+            ("update", {"Key": {"pk": {"S": "k"}}, "UpdateExpression": "SET n = :two",
+                        "ConditionExpression": "n = :one", "ExpressionAttributeValues": {
+                            ":one": {"N": "1"}, ":two": {"N": "2"}}}),
+            ("update", {"Key": {"pk": {"S": "k"}}, "UpdateExpression": "SET n = :two",  # same text, other values
+                        "ConditionExpression": "n = :one", "ExpressionAttributeValues": {
+                            ":one": {"N": "2"}, ":two": {"N": "3"}}}),  # applied: n is 2 now
+            ("update", {"Key": {"pk": {"S": "k"}}, "UpdateExpression": "SET #n = :v", "ConditionExpression": "#n = :v",
+                        "ExpressionAttributeNames": {"#n": "n"}, "ExpressionAttributeValues": {":v": {"N": "2"}}}),
+            # (refused: n is 3)
+            ("update", {"Key": {"pk": {"S": "k"}}, "UpdateExpression": "SET n = :v",  # a value it does not use
+                        "ConditionExpression": "n = :v", "ExpressionAttributeValues": {
+                            ":v": {"N": "2"}, ":unused": {"N": "0"}}}),
+        ]
+        for op, kwargs in calls:
+            try:
+                if op == "put":
+                    client.put_item(TableName=table, **kwargs)
+                else:
+                    client.update_item(TableName=table, **kwargs)
+                out.append("applied")
+            except client.exceptions.ClientError as exc:
+                out.append(exc.response["Error"]["Message"])
+            out.append(client.get_item(TableName=table, Key={"pk": {"S": "k"}}).get("Item"))
+        return out
+
+    with mock_aws():
+        parses: list[object] = []
+        parse = ConditionExpressionParser.parse
+        monkeypatch.setattr(ConditionExpressionParser, "parse", lambda self: parses.append(1) or parse(self))
+        plain = writes("plain")
+        plain_parses = len(parses)
+        parses.clear()
+        with conditions_parsed_once_per_request():
+            fast = writes("fast")
+        monkeypatch.undo()
+    assert fast == plain
+    assert plain[0] == "applied" and "conditional" in plain[2].lower()
+    assert plain[6] == "applied" and plain[7]["n"] == {"N": "3"} and "conditional" in plain[8].lower()
+    assert "unused" in plain[10].lower()  # the names and values found still reach the handler's check
+    assert 0 < len(parses) < plain_parses  # the backend's parse of a write reuses the handler's
