@@ -253,7 +253,13 @@ def with_secret_values(doc: str | Mapping[str, Any], values: Mapping[str, str]) 
 # --- documents --------------------------------------------------------------------------------
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter (PyYAML's C binding, in its wheels) where the install has it: the same text as PyYAML's Python
+# emitter, which is a port of it, for a quarter of the CPU — and every launch renders its job's document.
+# `tests/unit/test_render_skypilot.py` renders every example with both and compares.
+_SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_SAFE_DUMPER):  # type: ignore[misc,valid-type]
     """Multi-line strings (run and setup scripts) as `|` blocks, so a person can read them."""
 
 
