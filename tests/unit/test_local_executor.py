@@ -102,6 +102,28 @@ def test_failure_exit_code_and_stderr_in_log(ex: LocalExecutor) -> None:
     assert "boom" in ex.log_tail(job_id)
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["started-with-its-job", "started-ahead"])
+def test_a_python_job_starts_as_python_starts_though_its_wrapper_skips_site(tmp_path: Path, ahead: bool) -> None:
+    """The wrapper runs isolated and without `site` (its start-up is cheaper); the job's own interpreter starts
+    with its flags and its site-packages, whichever way the wrapper was started."""
+    ex = LocalExecutor(tmp_path / "state", start_ahead=ahead)
+    try:
+        if ahead:  # the first launch fills the wrapper started ahead; the second takes it
+            wait_terminal(ex, ex.launch("fill", ["true"], env={}, cwd=None))
+            wait_until_ready = time.monotonic() + 10
+            while ex._ahead._ready is None and time.monotonic() < wait_until_ready:
+                time.sleep(0.02)
+            assert ex._ahead._ready is not None
+        code = ("import sys, site, json; print(json.dumps([sys.flags.no_site, sys.flags.isolated, "
+                "any(p.endswith('site-packages') for p in sys.path)]))")
+        job_id = ex.launch("site", [PY, "-c", code], env={}, cwd=None)
+        info = wait_terminal(ex, job_id)
+        assert info.status == SUCCEEDED, ex.log_tail(job_id)
+        assert json.loads(ex.log_tail(job_id).strip().splitlines()[-1]) == [0, 0, True]
+    finally:
+        ex.close()
+
+
 def test_command_not_found_fails_with_127(ex: LocalExecutor) -> None:
     job_id = ex.launch("missing", ["/nonexistent/npa-no-such-binary"], env={}, cwd=None)
     info = wait_terminal(ex, job_id)
