@@ -43,12 +43,12 @@ on a loaded machine):
   validation); exits read from inotify's names; jobs found through a name index; the next job's wrapper started
   ahead in its cgroup. Overhead per wave 0.066-0.080 -> 0.054-0.062 s (single runs down to 0.047 s); wall time
   per wave 0.095-0.126 -> 0.062-0.078 s. docs/local.md, "Fourth pass".
-- Fifth pass (baseline c1d9ada, five `--repeat 5` sets): in-process calls skip Flask and the SigV4 signature moto
+- Fifth pass (baseline c1d9ada, six `--repeat 5` sets): in-process calls skip Flask and the SigV4 signature moto
   never checks; an ended job's cgroup removed off the watch's path; moto speed-ups 12-15 (projections of names,
   update trees unpickled, walks decided per class, a condition parsed once per request); the watch woken by the
   ledger's record of an ended job; job documents emitted by libyaml; the wrapper started without `site`. Overhead
-  per wave, sets' medians 0.053-0.074 -> 0.040-0.056 s (ratio 0.75-0.87; all 25 runs: median 0.047 s); wall time
-  per wave 0.061-0.085 -> 0.056-0.072 s. docs/local.md, "Fifth pass".
+  per wave, six sets' medians 0.053-0.074 -> 0.040-0.057 s (ratio 0.75-0.87; all 30 runs: median 0.050 s); wall
+  time per wave 0.061-0.085 -> 0.056-0.072 s. docs/local.md, "Fifth pass".
 """
 
 from __future__ import annotations
