@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import itertools
 import json
 import logging
 import os
@@ -64,7 +63,6 @@ __all__ = [
     "installed",
     "in_process_lambdas",
     "quiet_moto_logs",
-    "returned_results",
     "uninstall",
 ]
 
@@ -79,9 +77,6 @@ _env_conflicts_logged: set[tuple[str, str]] = set()
 # Invocations per Handler string in this process, whoever invoked (a state machine, the event pump, Invoke):
 # what lets a test assert the twin ran every function of the table.
 invocations: Counter[str] = Counter()
-# Told of every handler that returned: (Handler string, its result); `returned_results`.
-_returned_listeners: dict[int, Callable[[str, Any], None]] = {}
-_listener_keys = itertools.count()
 
 
 class MotoAdapterError(RuntimeError):
@@ -285,11 +280,6 @@ def _invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
         body = error_body(exc)
         LOG.debug("Lambda %s raised %s: %s", self.function_name, body["errorType"], exc)
         return json.dumps(body), True, "".join(traceback.format_exception(exc))
-    for listener in list(_returned_listeners.values()):
-        try:
-            listener(self.handler, result)
-        except Exception:  # noqa: BLE001 - an observer's trouble is not the invocation's
-            LOG.exception("a listener of Lambda %s's results failed", self.function_name)
     try:
         payload = json.dumps(result)
     except (TypeError, ValueError) as exc:
@@ -345,20 +335,6 @@ def in_process_lambdas(*, apply_function_env: bool = True) -> Iterator[None]:
     finally:
         if newly:
             uninstall()
-
-
-@contextlib.contextmanager
-def returned_results(listener: Callable[[str, Any], None]) -> Iterator[None]:
-    """While active, `listener(handler, result)` is called (on the invoking thread) after every in-process handler
-    that returned a result, before the result goes back to the invoker."""
-    with _lock:
-        key = next(_listener_keys)
-        _returned_listeners[key] = listener
-    try:
-        yield
-    finally:
-        with _lock:
-            _returned_listeners.pop(key, None)
 
 
 def quiet_moto_logs(level: int = logging.CRITICAL) -> None:

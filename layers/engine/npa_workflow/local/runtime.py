@@ -71,7 +71,6 @@ from npa_workflow.local.heap import settled_heap
 from npa_workflow.local.in_process_calls import in_process_calls
 from npa_workflow.local.job_exits import EXIT_SUFFIX, JobExits
 from npa_workflow.local.moto_fixes import moto_fixes
-from npa_workflow.local.moto_lambda import returned_results
 from npa_workflow.local.moto_speedups import moto_speedups
 from npa_workflow.local.run_waves import RunWaves
 from npa_workflow.local.sdk_models import sdk_models_parsed_once
@@ -649,14 +648,7 @@ class LocalRuntime:
                 if job_id:
                     recorded(job_id)
 
-        def launch_returned(handler: str, result: Any) -> None:  # (a launch whose write was not heard of)
-            job_id = result.get("job_id") if handler == function_table.LAUNCH.handler and isinstance(result, dict) \
-                else None
-            if isinstance(job_id, str):
-                recorded(job_id)
-
-        with execution_ends(execution_ended), returned_results(launch_returned), \
-                waves.durable.item_written(item_written):
+        with execution_ends(execution_ended), waves.durable.item_written(item_written):
             return self._wait_for_end(engine, sfn, waves, exits, ended, launched)
 
     def _wait_for_end(self, engine: Any, sfn: SfnExecutions, waves: RunWaves, exits: JobExits,
