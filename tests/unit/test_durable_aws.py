@@ -46,7 +46,7 @@ def test_two_puts_of_one_key_are_recorded_in_the_order_moto_applied_them(tmp_pat
     assert restored == in_moto
 
 
-def test_item_listeners_hear_each_write_once_recorded_before_moto_answers(tmp_path, monkeypatch):
+def test_item_listeners_hear_each_write_once_recorded_before_moto_answers(tmp_path, monkeypatch, caplog):
     """The local run finishes a wave as soon as the ledger records its job (not when the launch returns): a
     listener hears of every item write, after it is on disk and before the request that made it is answered; a
     failing listener does not fail the write; the listener is gone after its block."""
@@ -62,7 +62,7 @@ def test_item_listeners_hear_each_write_once_recorded_before_moto_answers(tmp_pa
         def listener(table, key, item):
             recorded = dict(state.items(table)).get('{"pk": {"S": "k"}}')  # on disk already
             heard.append((table, key, item, recorded is not None))
-            raise RuntimeError("a listener's trouble")
+            raise RuntimeError(f"a listener's trouble quoting the item: {item}")
 
         with state.item_written(listener):
             ddb.put_item(TableName="t", Item={"pk": {"S": "k"}, "job": {"S": "a"}})
@@ -70,6 +70,8 @@ def test_item_listeners_hear_each_write_once_recorded_before_moto_answers(tmp_pa
                             ExpressionAttributeValues={":j": {"S": "b"}})
             ddb.delete_item(TableName="t", Key={"pk": {"S": "k"}})
         ddb.put_item(TableName="t", Item={"pk": {"S": "after"}})
+    assert "an item listener failed on a t write: RuntimeError" in caplog.text
+    assert "quoting" not in caplog.text  # the log names the failure, never the item (a ledger item holds a token)
     assert heard == [("t", {"pk": {"S": "k"}}, {"pk": {"S": "k"}, "job": {"S": "a"}}, True),
                      ("t", {"pk": {"S": "k"}}, {"pk": {"S": "k"}, "job": {"S": "b"}}, True),
                      ("t", {"pk": {"S": "k"}}, None, False)]
