@@ -28,6 +28,14 @@ from npa_workflow.local.moto_speedups import (
     walks_decided_per_type,
 )
 
+
+@pytest.fixture(autouse=True)
+def _aws_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's `mock_aws` clients need credentials; none of the machine's own reach these tests."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+
+
 ITEM = {
     "pk": {"S": "RUN#r1"}, "sk": {"S": "W#a#001"}, "empty": {"S": ""}, "n": {"N": "12.50"},
     "blob": {"B": b"\x00\x01bytes"}, "blobs": {"BS": [b"a", b"\xff"]}, "strings": {"SS": ["x", "y"]},
@@ -219,8 +227,6 @@ def test_update_expressions_parsed_once_apply_the_same(monkeypatch: pytest.Monke
     from moto import mock_aws
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
     with mock_aws():
         plain = _apply_updates("plain")
         with update_expressions_parsed_once():
@@ -353,8 +359,6 @@ def test_partition_queries_answer_as_moto_does(monkeypatch: pytest.MonkeyPatch) 
     from moto import mock_aws
     from moto.dynamodb.models.table import Table
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
     with mock_aws():
         plain = _run_queries("plain")
         collected: list[int] = []  # how many items each query collected before its key condition
@@ -399,8 +403,6 @@ def test_walkers_and_passed_checks_apply_and_refuse_the_same(monkeypatch: pytest
     from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
     from moto.dynamodb.parsing.validators import ActionCountValidator
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
 
     def refusals(table: str) -> list[str]:
         client = boto3.client("dynamodb", region_name="us-east-1")
@@ -487,8 +489,6 @@ def test_projections_of_names_answer_as_moto_does(monkeypatch: pytest.MonkeyPatc
     from moto import mock_aws
     from moto.dynamodb.models.dynamo_type import Item
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
     with mock_aws():
         plain = _project("plain")
         with projections_of_names():
@@ -579,8 +579,6 @@ def test_trees_copied_directly_pickle_a_tree_once_and_copy_what_does_not_pickle(
 def test_trees_copied_directly_apply_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto import mock_aws
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
     with mock_aws():
         plain = _apply_updates("plain")
         with update_expressions_parsed_once(), trees_copied_directly():
@@ -594,8 +592,6 @@ def test_conditions_parsed_once_per_request_decide_the_same(monkeypatch: pytest.
     from moto import mock_aws
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
 
     def writes(table: str) -> list[Any]:
         client = boto3.client("dynamodb", region_name="us-east-1")

@@ -601,20 +601,30 @@ def test_libyaml_renders_every_example_as_the_python_emitter_does(
         pytest.skip("PyYAML without libyaml: the Python emitter renders")
     assert issubclass(skypilot._Dumper, yaml.CSafeDumper)
 
+    emitters: list[str] = []  # which emitter each document went through
+
     class PythonDumper(yaml.SafeDumper):
-        pass
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            emitters.append("python")
+            super().__init__(*args, **kwargs)
+
+    class LibyamlDumper(skypilot._Dumper):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            emitters.append("libyaml")
+            super().__init__(*args, **kwargs)
 
     PythonDumper.add_representer(str, skypilot._str_representer)
     root = Path(__file__).resolve().parents[2] / "specs"
     examples = sorted(p for p in root.glob("*.yaml") if p.name != "tools.yaml")
     rendered: dict[str, dict[str, str]] = {}
-    for label in ("libyaml", "python"):
-        if label == "python":
-            monkeypatch.setattr(skypilot, "_Dumper", PythonDumper)
+    for label, dumper in (("libyaml", LibyamlDumper), ("python", PythonDumper)):
+        monkeypatch.setattr(skypilot, "_Dumper", dumper)
+        emitters.clear()
         for spec in examples:
             out = tmp_path / label / spec.stem
             result = CliRunner().invoke(app, ["render", str(spec), "--assume-decision", assume, "--out", str(out)])
             assert result.exit_code == 0, result.output
             rendered.setdefault(label, {}).update(
                 {f"{spec.stem}/{f.name}": f.read_text() for f in sorted(out.glob("*.yaml"))})
+        assert emitters and set(emitters) == {label}  # every document of this pass went through that emitter
     assert len(rendered["libyaml"]) >= len(examples) and rendered["libyaml"] == rendered["python"]
