@@ -43,6 +43,12 @@ class LocalRunWriter:
         self.durable = DurableAws(self.run_dir / RUN_STATE_DIR)
         self.put(RunRecord(run_id=run_id, workflow=workflow).to_item())
 
+    def end(self, status: str) -> None:
+        """The execution ended: what the runtime writes into meta.json (its report.json comes later)."""
+        meta = json.loads((self.run_dir / "meta.json").read_text())
+        meta["executions"][-1].update(status=status, ended_at="2026-01-01T00:01:00.000Z")
+        (self.run_dir / "meta.json").write_text(json.dumps(meta))
+
     def put(self, item: dict[str, Any]) -> None:
         key = {"pk": item["pk"], "sk": item["sk"]}
         self.durable.record_item(LEDGER_TABLE, key, item)

@@ -62,6 +62,11 @@ class Console:
         self._specs: dict[str, views.SpecView | None] = {}  # run id → its spec's view (a run's spec is frozen)
         self.notices: dict[str, str] = {}  # run id → what the last action said
         self.hub = Hub(source, self.render_update)
+        self.closing = threading.Event()  # set when the server stops: the event streams end
+        self.server_exiting: Any = lambda: False  # the server's own flag (Ctrl-C), set by `server.ConsoleServer`
+
+    def stopping(self) -> bool:
+        return self.closing.is_set() or bool(self.server_exiting())
 
     # ---------------------------------------------------------------------------------------------- rendering
     def spec_view(self, run_id: str, data: RunData | None) -> views.SpecView | None:
@@ -169,12 +174,17 @@ class Console:
         async def stream() -> Any:
             try:
                 yield "retry: 1000\n\n"
-                while True:
+                quiet = 0.0
+                while not self.stopping():
                     try:
-                        update = await asyncio.wait_for(queue.get(), timeout=15.0)
+                        update = await asyncio.wait_for(queue.get(), timeout=1.0)
                     except TimeoutError:
-                        yield ": keep-alive\n\n"  # proxies and the browser keep the stream open
+                        quiet += 1.0
+                        if quiet >= 15.0:
+                            quiet = 0.0
+                            yield ": keep-alive\n\n"  # proxies and the browser keep the stream open
                         continue
+                    quiet = 0.0
                     yield f"event: run\ndata: {update.text}\n\n"
             finally:
                 self.hub.unsubscribe(watcher, queue)
@@ -252,7 +262,7 @@ class Console:
                 return
             pending = b""
             ended = False
-            while True:
+            while not self.stopping():
                 try:
                     with open(found.path, "rb") as fh:
                         fh.seek(offset)

@@ -40,6 +40,7 @@ class ConsoleServer:
         config = uvicorn.Config(console.app(), log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=1, ws="none")
         self.server = uvicorn.Server(config)
+        console.server_exiting = lambda: self.server.should_exit  # Ctrl-C: the event streams end, not hang
         self._thread: threading.Thread | None = None
 
     def serve_forever(self) -> None:
@@ -47,6 +48,7 @@ class ConsoleServer:
         try:
             self.server.run(sockets=[self.sock])
         finally:
+            self.console.closing.set()
             self.sock.close()
 
     def start(self) -> ConsoleServer:
@@ -56,6 +58,7 @@ class ConsoleServer:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        self.console.closing.set()  # open event streams end within a second, so the shutdown is graceful
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)

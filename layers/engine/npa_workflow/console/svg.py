@@ -275,7 +275,10 @@ def render_svg(graph: Graph, statuses: dict[str, str] | None = None, rounds: dic
         parts.append(f'<path class="{cls}" d="{path}" marker-end="url(#arrow)"/>')
         labels = [f"{e.label} (ignored)" if e.ignored else e.label for e in edges
                   if e.kind != "sequence" and e.label not in ("", "next")]
-        if labels:
-            parts.append(_text(lx + 4, ly, " / ".join(labels), "edge-label"))
+        if labels:  # away from the edge's sibling: an edge bending left is labelled on its left
+            a, b = boxes[src], boxes[dst]
+            leftward = edge.kind != "loop" and b.cx < a.cx - 1 and b.y > a.y
+            parts.append(_text(lx - 4 if leftward else lx + 4, ly, " / ".join(labels), "edge-label",
+                               ' text-anchor="end"' if leftward else ""))
     parts.append("</svg>")
     return "\n".join(parts)
