@@ -206,6 +206,38 @@ def test_a_loops_rounds_are_followed(stack: Stack, page: Any) -> None:
     assert [rows.nth(i).get_attribute("data-iteration") for i in range(rows.count())] == ["1", "2", "3"]
 
 
+def test_the_console_command_against_a_serve_endpoint(stack: Stack) -> None:
+    """`npa-workflow console --endpoint URL` in its own process: it reads the stack by polling (no signal crosses
+    processes) and acts on it."""
+    import urllib.request
+
+    run_id = stack.submit("quick", """\
+        initial: one
+        states:
+          one: {run: {argv: ["true"]}, terminal: true}
+        """)
+    env = {**os.environ, "NPA_WORKFLOW_HOME": str(stack.home)}
+    env.pop("AWS_ENDPOINT_URL", None)
+    proc = subprocess.Popen([*CLI, "console", "--endpoint", stack.endpoint, "--port", "0", "--poll", "0.5"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("npa-workflow console: http://127.0.0.1:"), line
+        url = line.split()[2].rstrip("/")
+
+        def get(path: str) -> str:
+            with urllib.request.urlopen(url + path, timeout=30) as response:
+                return response.read().decode()
+
+        assert f'data-run="{run_id}"' in get("/")
+        page = wait_until(lambda: (p := get(f"/runs/{run_id}")) and 'id="run-status">SUCCEEDED' in p and p, 60,
+                          "the run page shows the run SUCCEEDED", interval=0.5)
+        assert 'data-state="one"' in page and 'id="cancel-link"' in page  # a stack: its actions are offered
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_a_gate_loop_run_page_structure_and_colours(tmp_path: Path, page: Any) -> None:
     """A local run (its folder as `npa-workflow run` keeps it): the page the README shows."""
     from npa_workflow.console.app import Console

@@ -97,7 +97,7 @@ class Console:
             "decisions": views.decision_rows(view, report), "cost": views.cost_view(view, report),
             "started_at": min((w.get("submitted_at") or w.get("started_at") or "" for w in waves), default=""),
             "console_link": data.console_link, "execution_arn": report.get("execution_arn", ""),
-            "can_act": self.source.can_act, "running": status == "RUNNING",
+            "can_act": self.source.can_act, "running": status == "RUNNING", "notice": self.notices.get(run_id, ""),
         }
 
     def page(self, request: Request, template: str, **ctx: Any) -> HTMLResponse:
@@ -165,7 +165,7 @@ class Console:
         view = self.spec_view(run_id, update.data)
         ctx = self.run_context(run_id, update.data, view)
         graph_svg = svg.render_svg(view.graph, ctx["statuses"], ctx["rounds"]) if view is not None else ""
-        return self.page(request, "run.html", graph_svg=graph_svg, notice=self.notices.get(run_id, ""), **ctx)
+        return self.page(request, "run.html", graph_svg=graph_svg, **ctx)
 
     async def events(self, request: Request) -> StreamingResponse:
         run_id = request.path_params["run_id"]
