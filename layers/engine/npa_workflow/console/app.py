@@ -58,7 +58,9 @@ class Console:
         self.secret = secrets.token_bytes(32)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
                                trim_blocks=True, lstrip_blocks=True)
-        self.env.globals.update(status_class=views.status_class, duration=views.duration_text)
+        from npa_workflow.cli.cost import usd
+
+        self.env.globals.update(status_class=views.status_class, duration=views.duration_text, usd=usd)
         self._specs: dict[str, views.SpecView | None] = {}  # run id → its spec's view (a run's spec is frozen)
         self.notices: dict[str, str] = {}  # run id → what the last action said
         self.hub = Hub(source, self.render_update)
@@ -330,6 +332,9 @@ class Console:
                 self.notices[run_id] = f"{action}: done"
             except ActionRefused as exc:
                 self.notices[run_id] = f"{action} failed: {exc}"
+            poke = getattr(self.source, "poke", None)
+            if poke is not None:  # the outcome is shown live (a polled source shows it at its next read)
+                poke(run_id)
 
         threading.Thread(target=do, name=f"console-{action}-{run_id}", daemon=True).start()
         return RedirectResponse(f"/runs/{run_id}", status_code=303)

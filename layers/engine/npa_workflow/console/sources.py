@@ -185,9 +185,11 @@ class StackSource(_Counting):
     def item_listener(self, table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
         """For `DurableAws.item_written`: runs inside moto's write lock, so it only bumps a counter."""
         pk = str(key.get("pk", {}).get("S", ""))
-        if not pk.startswith(RUN_PK_PREFIX):
-            return
-        run_id = pk[len(RUN_PK_PREFIX):]
+        if pk.startswith(RUN_PK_PREFIX):
+            self.poke(pk[len(RUN_PK_PREFIX):])
+
+    def poke(self, run_id: str) -> None:
+        """The run's page must be read again (a ledger write, or an action's outcome to show)."""
         with self._changed:
             self._versions[run_id] = self._versions.get(run_id, 0) + 1
             self._changed.notify_all()
