@@ -63,7 +63,7 @@ def test_unsupported_transform():
     with pytest.raises(TokenError) as info:
         resolve_text("{{config.x|upper}}", ctx(x="v"))
     assert (info.value.message, info.value.hint) == (
-        "unsupported token transform 'upper'", "the only transform is |base64"
+        "unsupported token transform 'upper'", "the transforms are |base64 and |raw"
     )
 
 

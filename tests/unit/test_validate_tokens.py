@@ -31,7 +31,7 @@ def test_text_that_is_not_token_shaped_is_left_alone(load):
 def test_unsupported_transform(spec_error):
     [problem] = spec_error(shell("echo {{config.x|upper}}")).problems
     assert (problem.path, problem.message, problem.hint) == (
-        "states.a.run.shell", "unsupported token transform 'upper'", "the only transform is |base64"
+        "states.a.run.shell", "unsupported token transform 'upper'", "the transforms are |base64 and |raw"
     )
 
 
@@ -132,7 +132,7 @@ def test_tool_argv_with_a_bad_param(errors):
 
 
 def test_unknown_tokens_suggest_the_closest_name(spec_error):
-    err = spec_error("config: {bucket: b}\nstates:\n  rounds: {sequence: [a], loop: {max: 2}, next: done}\n"
+    err = spec_error("config: {bucket: bkt}\nstates:\n  rounds: {sequence: [a], loop: {max: 2}, next: done}\n"
                      "  a: {run: {shell: 'x s3://{{config.buckt}}/{{loop.round}}/{{run.idd}}'}}\n"
                      "  done: {terminal: true}\n")
     assert [(p.message, p.hint) for p in err.problems] == [

@@ -21,6 +21,7 @@ from typing import Any
 
 from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.paths import yaml_type
+from npa_workflow.spec.shell_quote import QuoteError, ShellScanner, insert
 
 SCOPES = ("config", "run", "state", "loop")
 
@@ -32,7 +33,8 @@ TOKEN_RE = re.compile(
 # `{{.State}}` (Go templates) or `{{ }}` are not token-shaped and are left alone.
 SHAPED_RE = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_.\-]*)?(?:\s*\|\s*[A-Za-z0-9_\-]*)?\s*\}\}")
 
-TRANSFORMS = ("base64",)
+# `raw`: into a `run.shell` command as is, unquoted (spec/shell_quote.py); elsewhere the value is as it is.
+TRANSFORMS = ("base64", "raw")
 
 
 class TokenError(ValueError):
@@ -120,22 +122,52 @@ def _lookup(scope: str, key: str, ctx: TokenContext) -> Any | None:
     return uris[index]
 
 
+def _token_value(match: re.Match[str], ctx: TokenContext) -> str | None:
+    """The token's text after its transform; None for a tolerated unknown `state.*` (left verbatim)."""
+    scope, key, transform = match.group("scope"), match.group("key"), match.group("transform")
+    if transform is not None and transform not in TRANSFORMS:
+        raise TokenError(f"unsupported token transform '{transform}'", "the transforms are |base64 and |raw")
+    value = _lookup(scope, key, ctx)
+    if value is None and scope == "state":
+        return None
+    rendered = render_scalar(value, f"{scope}.{key}")
+    if transform == "base64":
+        rendered = base64.b64encode(rendered.encode("utf-8")).decode("ascii")
+    return rendered
+
+
 def resolve_text(text: str, ctx: TokenContext) -> str:
     """Substitute every token in `text` (single pass). Raises TokenError on the first failure."""
 
     def replace(match: re.Match[str]) -> str:
-        scope, key, transform = match.group("scope"), match.group("key"), match.group("transform")
-        if transform is not None and transform not in TRANSFORMS:
-            raise TokenError(f"unsupported token transform '{transform}'", "the only transform is |base64")
-        value = _lookup(scope, key, ctx)
-        if value is None and scope == "state":
-            return match.group(0)
-        rendered = render_scalar(value, f"{scope}.{key}")
-        if transform == "base64":
-            rendered = base64.b64encode(rendered.encode("utf-8")).decode("ascii")
-        return rendered
+        value = _token_value(match, ctx)
+        return match.group(0) if value is None else value
 
     return TOKEN_RE.sub(replace, text)
+
+
+def resolve_shell(text: str, ctx: TokenContext) -> str:
+    """`resolve_text` for a `run.shell` script: each value is quoted as one shell word where it sits
+    (`|raw`: as is). Raises TokenError when a value cannot be put at its place safely."""
+    scanner, out, end = ShellScanner(), [], 0
+    try:
+        for match in TOKEN_RE.finditer(text):
+            literal = text[end:match.start()]
+            scanner.feed(literal)
+            out.append(literal)
+            end = match.end()
+            value = _token_value(match, ctx)
+            if value is None:  # validation's stand-in for a later state's output: it holds a plain URI
+                scanner.feed(match.group(0))
+                out.append(match.group(0))
+            else:
+                token = f"{match.group('scope')}.{match.group('key')}"
+                out.append(insert(scanner, value, token, match.group("transform") == "raw"))
+        scanner.feed(text[end:])  # the script's rest: a here-document's end line may hold a value's text
+    except QuoteError as exc:
+        raise TokenError(exc.message, exc.hint) from None
+    out.append(text[end:])
+    return "".join(out)
 
 
 def resolve_deep(value: Any, ctx: TokenContext) -> Any:
