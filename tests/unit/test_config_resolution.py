@@ -152,7 +152,7 @@ def test_an_override_nothing_reads_is_an_error_with_a_suggestion(spec_error, loa
     assert (problem.path, problem.hint) == ("--var tresh", "did you mean '--var thresh'?")
     assert "no token of the spec or its tools reads config.tresh" in problem.message
     # Read by a command, by a bare `config.KEY` integer field, by a tool's argv, or by the engine itself.
-    load(body, overrides={"thresh": "0.5", "rounds": "3", "epochs": "4", "bucket": "b"})
+    load(body, overrides={"thresh": "0.5", "rounds": "3", "epochs": "4", "bucket": "bkt"})
 
 
 def test_an_override_of_a_config_key_nothing_reads_never_suggests_itself(spec_error):

@@ -84,7 +84,7 @@ def test_strict_turns_warnings_into_errors(load, spec_error):
 
 def test_valid_spec_model(load):
     loaded = load("""\
-        config: {bucket: b}
+        config: {bucket: bkt}
         resources: {gpu: {accelerators: 'H100:1', num_nodes: 1}}
         states:
           prep:

@@ -88,7 +88,10 @@ class StackClient:
         import boto3
         from botocore.exceptions import ClientError
 
-        session = boto3.session.Session(region_name=region)
+        from npa_workflow.adapters.aws_clients import forget_blank_regions
+
+        forget_blank_regions()
+        session = boto3.session.Session(region_name=(region or "").strip() or None)
         if not stack:
             if not bucket:
                 raise StackError("name the stack: --stack NAME (or --bucket B), or --endpoint URL for a local serve")

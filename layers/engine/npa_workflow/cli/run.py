@@ -25,6 +25,7 @@ from npa_workflow.cli.common import (
     RunAssumeOpt,
     apply_pass_env,
     check_assumption,
+    check_run_id_option,
     parse_vars,
 )
 from npa_workflow.cli.output import print_json, print_problems
@@ -164,7 +165,8 @@ def run_command(
         list[str] | None,
         typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; --resume keeps the run's others)"),
     ] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-<time>-<random>)")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", callback=check_run_id_option,
+                                                   help="Run id (default: <workflow>-<time>-<random>)")] = None,
     retries: RetriesOpt = 0,
     retry_interval_seconds: Annotated[
         int, typer.Option("--retry-interval-seconds", min=1, max=86_400,

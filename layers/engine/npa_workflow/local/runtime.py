@@ -77,6 +77,8 @@ from npa_workflow.local.sdk_models import sdk_models_parsed_once
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.render.code import spec_code_root
+from npa_workflow.spec.buckets import FIX as BUCKET_FIX
+from npa_workflow.spec.buckets import bucket_name_problem
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -398,7 +400,7 @@ class LocalRuntime:
             )
         if meta and meta.get("workflow") != spec.name:
             raise LocalUsageError(_other_workflow(run_id, meta, spec.name, spec_path))
-        run_id = check_run_id(run_id or default_run_id(spec.name))
+        run_id = check_run_id(default_run_id(spec.name) if run_id is None else run_id)  # "" is refused, not replaced
         if not opt.resume and (self.home / "runs" / run_id / "meta.json").exists():
             raise LocalRunError(
                 f"run {run_id!r} already exists under {self.home / 'runs' / run_id}: "
@@ -479,7 +481,8 @@ class LocalRuntime:
                 status = self._interrupt(engine, deployed)
         finally:
             self.progress.finished()
-            if status is None:  # an unexpected error is on its way up: still leave no job behind
+            # an unexpected error is on its way up: still leave no job behind (none before the deploy ended)
+            if status is None and deployed is not None:
                 with contextlib.suppress(Exception), signals_ignored():
                     self._reap(engine, "the local runtime failed", "FAILED")
         with signals_ignored():
@@ -552,6 +555,9 @@ class LocalRuntime:
         clients = {name: session.client(name, endpoint_url=self.endpoint_url)
                    for name in ("s3", "iam", "lambda", "stepfunctions")}
         for bucket in self._buckets(loaded):
+            if reason := bucket_name_problem(bucket):  # a run-time value (a run.* token) validation could not see
+                raise LocalRunError(f"{self.options.spec}: config: bucket {bucket!r} is not a legal S3 bucket "
+                                    f"name: it {reason} (fix: {BUCKET_FIX})")
             try:
                 create_bucket(clients["s3"], bucket)
             except ClientError as exc:

@@ -17,12 +17,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.buckets import check_bucket_names
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
 from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
 from npa_workflow.spec.effective import resolve_params
 from npa_workflow.spec.graph import find_cycle
 from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
+from npa_workflow.spec.job_names import job_name_collisions
 from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
 from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
 from npa_workflow.spec.tokens import (
@@ -32,6 +34,7 @@ from npa_workflow.spec.tokens import (
     find_suspicious,
     output_index,
     resolve_deep,
+    resolve_shell,
     resolve_text,
 )
 
@@ -198,11 +201,16 @@ def validate_document(
     run_ctx, config_problems = resolve_config(merged_config, workflow, VALIDATE_RUN_ID, run_block)
     for problem in config_problems:
         c.add(problem)
+    if not config_problems:
+        for problem in check_bucket_names(merged_config, run_ctx.config):
+            c.add(problem)
 
     _check_profiles(profiles, run_ctx, catalog, c)
     if names:
         _check_states(states, names, profiles, catalog, run_ctx, c)
         _check_graph(states, c)
+        for problem in job_name_collisions(states):
+            c.add(problem)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
 
@@ -685,9 +693,18 @@ def _check_tokens(
     ctx = TokenContext(config=eff, run=run_ctx.run, loops=loops, tolerate_unknown_state=True)
     for path, text, prefix in texts:
         _check_state_refs(text, path, states, names, c)
-        _check_text(text, path, ctx, c, prefix=prefix)
+        if _check_text(text, path, ctx, c, prefix=prefix) and path.endswith(".run.shell"):
+            _check_shell_quoting(text, path, ctx, c)
     if st.trigger is not None:
         _check_trigger(name, st, TokenContext(config=eff, run=run_ctx.run, loops=loops), run_ctx, c)
+
+
+def _check_shell_quoting(text: str, path: str, ctx: TokenContext, c: _Collector) -> None:
+    """Each value this run knows goes into the script as one word at its place (spec/shell_quote.py)."""
+    try:
+        resolve_shell(text, ctx)
+    except TokenError as exc:
+        c.error(path, exc.message, exc.hint)
 
 
 def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
