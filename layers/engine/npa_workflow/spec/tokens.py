@@ -7,7 +7,9 @@ lists and maps cannot be put into a command.
 
 Where we do better than the existing engine: text that *looks* like a token but has an
 unknown scope (`{{params.x}}`, `{{iteration}}`) or a malformed transform is reported instead
-of being left in the command verbatim. `find_suspicious` returns those.
+of being left in the command verbatim. `find_suspicious` returns those. And a value put into a
+`run.shell` script (`resolve_shell`) is one quoted shell word, never shell syntax, unless its token
+says `|raw` (spec/shell_quote.py): that engine pasted every value in as is.
 """
 
 from __future__ import annotations
