@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("npa_workflow.cli.logs", "logs_command"),
     "gc": ("npa_workflow.cli.gc", "gc_command"),
     "jobs": ("npa_workflow.cli.jobs", "jobs_app"),
+    "console": ("npa_workflow.cli.console", "console_command"),
 }
 
 

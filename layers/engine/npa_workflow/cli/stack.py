@@ -139,6 +139,9 @@ def serve_command(
     catalog: Annotated[Path, typer.Option("--catalog", help="Tool catalog; every other spec in its folder is "
                                                            "deployed")] = Path("specs/tools.yaml"),
     pass_env: PassEnvOpt = None,
+    console: Annotated[bool, typer.Option("--console/--no-console", help="Also serve the web console")] = True,
+    console_port: Annotated[int | None, typer.Option("--console-port", min=0, max=65535,
+                                                     help="The console's port (default: a free one)")] = None,
 ) -> None:
     """Run the whole stack on this machine (embedded AWS, inbox, triggers, watch, reap): no AWS account needed."""
     from npa_workflow.local.runtime import LocalRunError
@@ -151,10 +154,13 @@ def serve_command(
     def announce(endpoint: str) -> None:
         sys.stdout.write(f"npa-workflow serve: endpoint {endpoint}\n"
                          f"  try: npa-workflow submit SPEC --endpoint {endpoint} --wait\n")
+        if served.console_url:
+            sys.stdout.write(f"npa-workflow serve: console {served.console_url}\n")
         sys.stdout.flush()
 
+    served = Serve(ServeOptions(catalog=catalog, port=port, console=console, console_port=console_port), announce)
     try:
-        Serve(ServeOptions(catalog=catalog, port=port), announce).serve()
+        served.serve()
     except SpecError as exc:
         print_problems(exc.problems + exc.warnings)
         raise typer.Exit(1) from None

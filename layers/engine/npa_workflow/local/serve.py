@@ -103,6 +103,8 @@ class ServeOptions:
     port: int | None = None
     home: Path | None = None
     tick_seconds: float = 0.25
+    console: bool = False  # also serve the web console (`npa_workflow.console`), on `console_port` (None: free)
+    console_port: int | None = None
 
 
 def deployable_specs(catalog: Path) -> list[Path]:
@@ -156,6 +158,7 @@ class Serve:
         self._durable: DurableAws | None = None
         self.pump: EventPump  # once deployed
         self.endpoint_url = ""
+        self.console_url = ""  # once serving, with options.console
 
     def stop(self) -> None:
         self._stop.set()
@@ -221,6 +224,10 @@ class Serve:
             previous_cwd = os.getcwd()
             os.chdir(self.catalog.parent)
             stack.callback(os.chdir, previous_cwd)
+            if self.options.console:  # told of every ledger write by the durable layer: no polling
+                from npa_workflow.console.embedded import serve_console
+
+                self.console_url = serve_console(stack, self.endpoint_url, durable, self.options.console_port)
             if self.on_endpoint:
                 self.on_endpoint(self.endpoint_url)
             try:
