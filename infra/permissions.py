@@ -5,7 +5,7 @@ Every function reads and writes the ledger. Beyond that:
 - inbox: read inbox/*, write inbox-rejected/*, read+write runs/*, read catalog/* (the deployed specs and tool
   catalog), list the bucket; DescribeStateMachine (it compares an upload's compiled definition with the deployed
   one) and StartExecution on the stack's machines (with allowAdHocSpecs: create/describe/start machines
-  under its `<stack>.adhoc.` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
+  under its `<stack>_adhoc_` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
   needs);
 - launch: read runs/*, list; SendTask* on the stack's machines; the SkyPilot secret; the step secrets
   (`stepSecretsArn`, for `secretEnv`);
@@ -17,7 +17,7 @@ Every function reads and writes the ledger. Beyond that:
 - cleanup: read runs/*, list; the secret;
 - reap: the secret (it cancels jobs recorded in the ledger).
 
-"The stack's machines" is the machine ARN prefix `...:stateMachine:<stack>.*` (`infra.names`): it covers every
+"The stack's machines" is the machine ARN prefix `...:stateMachine:<stack>_*` (`infra.names`): it covers every
 deployed and ad-hoc machine and the child state machines of their Distributed Maps (`stateMachine:<name>/<label>`),
 and the policies stay the same size whatever the number of specs (IAM: a role's inline policies total at most
 10,240 characters; one ARN per spec per action would pass it at about 40 specs). AWS authorizes SendTaskSuccess,
@@ -123,7 +123,7 @@ def grant_engine(
     kms: KmsKeys | None = None,
 ) -> None:
     """Add to each function's role exactly what the table above says (`machines_arn`: the machine ARN prefix
-    pattern `...:stateMachine:<stack>.*`; `executions_arn`: `...:execution:<stack>.*`, their executions)."""
+    pattern `...:stateMachine:<stack>_*`; `executions_arn`: `...:execution:<stack>_*`, their executions)."""
     kms = kms or KmsKeys()
     for name, role in roles.items():
         grant_ledger(role, table, index_arns)

@@ -70,8 +70,8 @@ def _ids(synth: Synth) -> dict[str, str]:
 
 REGION_ACCOUNT = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
 # Every machine of the stack, deployed or ad hoc, and the child machines of their Distributed Maps.
-STACK_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow.*"
-AD_HOC_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow.adhoc.*"
+STACK_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow_*"
+AD_HOC_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow_adhoc_*"
 
 
 def _machines(synth: Synth) -> set[str]:
@@ -186,7 +186,7 @@ def test_ad_hoc_specs_let_the_inbox_create_machines_under_its_prefix_only(ad_hoc
     assert pass_role[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}}
     env = ad_hoc_synth.template["Resources"][ad_hoc_synth.logical_id(ad_hoc_synth.stack.engine.functions["inbox"])]
     variables = env["Properties"]["Environment"]["Variables"]
-    assert variables["NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"] == "NpaWorkflow.adhoc."
+    assert variables["NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"] == "NpaWorkflow_adhoc_"
     assert {"NPA_WORKFLOW_AD_HOC_ROLE_ARN", "NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN", "NPA_WORKFLOW_LAUNCH_FUNCTION_ARN",
             "NPA_WORKFLOW_DECIDE_FUNCTION_ARN", "NPA_WORKFLOW_TRIGGER_FUNCTION_ARN",
             "NPA_WORKFLOW_CLEANUP_FUNCTION_ARN"} <= set(variables)
@@ -208,11 +208,11 @@ def test_ad_hoc_machines_may_run_a_distributed_map_of_themselves_and_nothing_mor
     region_account = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
     bucket = _ids(ad_hoc_synth)["bucket"]
     g = role_grants(ad_hoc_synth, ad_hoc_synth.stack.ad_hoc_role)
-    assert g["states:StartExecution"] == {f"{region_account}:stateMachine:NpaWorkflow.adhoc.*"}
+    assert g["states:StartExecution"] == {f"{region_account}:stateMachine:NpaWorkflow_adhoc_*"}
     assert g["states:DescribeExecution"] == g["states:StopExecution"] == {
-        f"{region_account}:execution:NpaWorkflow.adhoc.*:*", f"{region_account}:execution:NpaWorkflow.adhoc.*/*:*"
+        f"{region_account}:execution:NpaWorkflow_adhoc_*:*", f"{region_account}:execution:NpaWorkflow_adhoc_*/*:*"
     }
-    assert g["states:RedriveExecution"] == {f"{region_account}:execution:NpaWorkflow.adhoc.*/*:*"}
+    assert g["states:RedriveExecution"] == {f"{region_account}:execution:NpaWorkflow_adhoc_*/*:*"}
     assert {a for a in g if a.startswith("states:")} == {
         "states:StartExecution", "states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"
     }
@@ -349,7 +349,7 @@ def test_distributed_map_child_executions_are_covered_by_the_grants_aws_checks(
     [label] = group_keys(load_spec(REPO_ROOT / "specs" / "sweep.yaml").spec).values()
     arn = f"arn:aws:states:{REGION}:{ACCOUNT}"
     run_id = "0f8c2d9e-1b7a-4c3e-9d55-2a6b1e0c7f41"
-    ad_hoc = "NpaWorkflow.adhoc.0123456789abcdef"
+    ad_hoc = "NpaWorkflow_adhoc_0123456789abcdef"
     stranger = "Other.sweep"  # another stack's machine, same account
     for synth in (default_synth, ad_hoc_synth):
         resolver = Resolver(synth.template, {})
@@ -400,7 +400,7 @@ def test_distributed_map_child_executions_are_covered_by_the_grants_aws_checks(
 def test_only_the_watch_describes_executions_of_the_stacks_machines(default_synth: Synth) -> None:
     """The watch pass asks whether a run's execution has ended when a wave's token is gone (a missed reap event,
     `engine.watch`): DescribeExecution on `execution:<stack>.*`; no other function calls it."""
-    assert grants(default_synth, "watch")["states:DescribeExecution"] == {f"{REGION_ACCOUNT}:execution:NpaWorkflow.*:*"}
+    assert grants(default_synth, "watch")["states:DescribeExecution"] == {f"{REGION_ACCOUNT}:execution:NpaWorkflow_*:*"}
     for name in NAMES:
         if name != "watch":
             assert "states:DescribeExecution" not in grants(default_synth, name), name

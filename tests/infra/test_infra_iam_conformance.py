@@ -266,7 +266,7 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
     finally:
         wiring.clear_cache()
     assert started["status"] == "started" and started["machine"] == "ad-hoc", started
-    assert started["machine_arn"].split(":")[-1].startswith("NpaWorkflow.adhoc.")
+    assert started["machine_arn"].split(":")[-1].startswith("NpaWorkflow_adhoc_")
     policies = resolver.role_policies(synth.logical_id(stack.engine.roles["inbox"]))
     checked = set()
     for call in calls:
@@ -278,7 +278,7 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
     # The evaluator is not a rubber stamp: the same inbox may not pass another role, nor create another stack's.
     assert not allowed(policies, "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin")
     assert not allowed(policies, "states:CreateStateMachine",
-                       f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:Other.adhoc.0123456789abcdef")
+                       f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:Other_adhoc_0123456789abcdef")
 
 
 SLOW_SPEC = """
@@ -368,7 +368,7 @@ def test_the_watch_may_describe_an_ended_execution_and_reap_its_jobs(
     assert ("states:DescribeExecution", execution) in checked
     assert {a for a, _ in checked} >= {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"}
     # Not a rubber stamp: another stack's executions stay out of reach.
-    assert not allowed(policies, "states:DescribeExecution", execution.replace(":NpaWorkflow.", ":Other."))
+    assert not allowed(policies, "states:DescribeExecution", execution.replace(":NpaWorkflow_", ":Other_"))
 
 
 @pytest.mark.timeout(60)

@@ -32,6 +32,7 @@ from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, 
 from npa_workflow.engine.start import run_id_for_object
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus, WaveStatus
 from npa_workflow.protocol import stack as stack_outputs
+from npa_workflow.protocol.definitions import definition_digest
 from npa_workflow.protocol.errors import RUN_CANCELLED
 from npa_workflow.protocol.run_ids import next_execution_name
 
@@ -279,11 +280,36 @@ class StackClient:
             except Exception:  # noqa: BLE001 - NotRedrivable, or refused otherwise (IAM): a new execution instead
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
+        self._check_pinned_definition(record, execution.machine_arn)
         name = next_execution_name(run_id, execution.name)
         arn = self.executions.start(execution.machine_arn, name, execution.input or "{}")
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
         return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
                 "reason": plan.reason}
+
+
+    def _check_pinned_definition(self, record: RunRecord, machine_arn: str) -> None:
+        """A new execution runs the machine's *current* definition, while the run's steps read the spec frozen at
+        its start: after a deploy that changed the spec, a renamed or added state has no step to resolve and
+        reordered loops and groups shift their keys. So a new execution starts only on the definition the run
+        started on (its digest, `protocol.definitions`, frozen on the RUN item). A redrive needs no check: AWS
+        redrives an execution with the definition it started with."""
+        if not record.definition_digest:
+            return  # recorded before the digest was kept: nothing to compare with
+        machine = machine_arn.rsplit(":", 1)[-1]
+        again = ("fix: submit the spec again as a new run (`npa-workflow submit SPEC`; its succeeded steps' "
+                 "outputs are not reused)")
+        current = self.executions.definition(machine_arn)
+        if current is None:
+            raise StackError(f"run {record.run_id!r} cannot be resumed: its state machine {machine} no longer "
+                             f"exists (a deploy removed or renamed spec {record.workflow!r}); {again}")
+        digest = definition_digest(current)
+        if digest != record.definition_digest:
+            raise StackError(
+                f"run {record.run_id!r} cannot be resumed: a deploy changed state machine {machine} since the run "
+                f"started (definition {record.definition_digest[:12]} then, {digest[:12]} now), and a new "
+                "execution would run the new definition against the run's frozen spec; "
+                f"{again}, or deploy spec {record.workflow!r} as the run started it and resume")
 
 
 def _name_and_run_id(document: dict[str, Any]) -> tuple[str, str]:

@@ -104,10 +104,22 @@ def missing_outputs(engine: Engine, outputs: list[str]) -> list[str]:
     return [uri for uri in outputs if not engine.store.non_empty(uri)]
 
 
+EXECUTION_GONE = "DOES_NOT_EXIST"  # `_ExecutionCheck.ended` when DescribeExecution answers ExecutionDoesNotExist
+
+
 @dataclass(frozen=True)
 class _ExecutionCheck:
     ended: str | None  # the ended execution's status; None: still running, or nothing to describe
     execution_arn: str = ""
+
+
+def _orphan_reason(check: _ExecutionCheck, state: str) -> str:
+    execution = check.execution_arn.rsplit(":", 1)[-1]
+    if check.ended == EXECUTION_GONE:
+        return (f"execution {execution} no longer exists (its state machine was deleted: a deploy removed or "
+                f"renamed the spec) and state '{state}' still had a job; cancelled by the watch pass")
+    return (f"execution {execution} ended {check.ended} and state '{state}' still had a job: the reap event was "
+            "missed; cancelled by the watch pass")
 
 
 class _Once:
@@ -204,12 +216,11 @@ class _Pass:
             if check.ended is None:
                 return  # live (a Task timed out: its Catch, cleanup, ends the attempt), or nothing to describe
             self.reaped_runs.add(wave.run_id)
-            reason = (f"execution {check.execution_arn.rsplit(':', 1)[-1]} ended {check.ended} and state "
-                      f"'{wave.state}' still had a job: the reap event was missed; cancelled by the watch pass")
+            reason = _orphan_reason(check, wave.state)
             if check.ended == "SUCCEEDED":
                 record_success(self.engine, wave.run_id)
             reap(self.engine, wave.run_id, reason,
-                 RunStatus(check.ended) if check.ended != "SUCCEEDED" else RunStatus.ABORTED)
+                 RunStatus(check.ended) if check.ended not in ("SUCCEEDED", EXECUTION_GONE) else RunStatus.ABORTED)
             self.append("reaped", wave.run_id)
 
     def _check_execution(self, run_id: str) -> _ExecutionCheck:
@@ -220,7 +231,10 @@ class _Pass:
         try:
             status = executions.describe(run.execution_arn).status
         except ExecutionNotFound:
-            return _ExecutionCheck(None)
+            # ExecutionDoesNotExist: AWS deletes a machine's executions with it (a deploy that removed or renamed
+            # the spec deletes its machine), and it keeps an ended execution 90 days. Either way nothing will end
+            # this run's waves any more: reap them.
+            return _ExecutionCheck(EXECUTION_GONE, run.execution_arn)
         return _ExecutionCheck(None if status == "RUNNING" else status, run.execution_arn)
 
     # -- one wave ------------------------------------------------------------------------------
