@@ -489,7 +489,7 @@ def test_an_sse_kms_data_object_is_readable_by_exactly_the_functions_that_read_d
     for call in calls:
         [(action, resource)] = authorizations(call, lambda _t: "", lambda s: s)
         assert allowed(role_of[call.caller], action, resource), (call.caller, action, resource)
-    readers = {"decide", "watch"}  # the functions that read data objects (trigger only lists)
+    readers = {"decide", "watch", "cleanup", "reap"}  # the functions that read data objects (trigger only lists)
     for who, policies in role_of.items():
         assert allowed(policies, "kms:Decrypt", key, via_s3) == (who in readers), who
         assert not allowed(policies, "kms:Decrypt", key, {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"})
