@@ -53,6 +53,9 @@ from npa_workflow.ledger.items import (
     wave_sk,
 )
 
+STACK_PK = "STACK"
+WATCH_LEASE_SK = "WATCH#lease"
+OUTAGE_SK = "SCHEDULER#outage"
 ACTIVE_INDEX = "active"
 RUNS_INDEX = "runs"
 TTL_ATTRIBUTE = "expires_at"
@@ -726,6 +729,67 @@ class DynamoLedger:
             **extra,
         )
         return [WaveAttempt.from_item(i) for i in items]
+
+    # ------------------------------------------------------------------------------------------ the watch's own
+
+    # Items about the stack rather than a run, under pk `STACK` (a run's pk is `RUN#…`: no run id reaches it).
+    def _stack_key(self, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": STACK_PK}, "sk": {"S": sk}}
+
+    def take_watch_lease(self, holder: str, seconds: float) -> bool:
+        """One watch tick at a time: True when `holder` now holds the lease for `seconds` (nobody held it, or
+        the holder's lease ran out: a tick killed at its timeout frees it by its own expiry). A conditional
+        PutItem, so of two ticks racing exactly one wins; the other leaves the pass to it."""
+        now = time.time()
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item={**self._stack_key(WATCH_LEASE_SK), "holder": {"S": holder},
+                      "lease_until": {"N": f"{now + max(0.0, seconds):.3f}"}},
+                ConditionExpression="attribute_not_exists(pk) OR lease_until < :now",
+                ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}},
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+        return True
+
+    def release_watch_lease(self, holder: str) -> None:
+        """End `holder`'s lease now (an UpdateItem, conditional on still holding it: a later tick's is kept)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name, Key=self._stack_key(WATCH_LEASE_SK),
+                UpdateExpression="SET lease_until = :zero", ConditionExpression="holder = :holder",
+                ExpressionAttributeValues={":zero": {"N": "0"}, ":holder": {"S": holder}},
+            )
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+
+    def record_scheduler_outage(self, message: str) -> str:
+        """The watch could not reach the scheduler: keep when that began (the first failure of this outage) and
+        the latest reason; returns since when. Cleanup names it in a timed-out state's error."""
+        item = self.client.update_item(
+            TableName=self.table_name, Key=self._stack_key(OUTAGE_SK),
+            UpdateExpression="SET since = if_not_exists(since, :now), last_error = :message, last_at = :now",
+            ExpressionAttributeValues={":now": {"S": utc_now()}, ":message": {"S": message[:500]}},
+            ReturnValues="ALL_NEW",
+        )["Attributes"]
+        return str(item["since"]["S"])
+
+    def scheduler_outage(self) -> tuple[str, str] | None:
+        """(since, last error) of the scheduler outage in progress, or None."""
+        item = self.client.get_item(TableName=self.table_name, Key=self._stack_key(OUTAGE_SK),
+                                    ConsistentRead=True).get("Item")
+        if not item or "since" not in item:
+            return None
+        return str(item["since"]["S"]), str(item.get("last_error", {}).get("S", ""))
+
+    def clear_scheduler_outage(self) -> None:
+        """The scheduler answered again (an UpdateItem: the functions' roles hold no DeleteItem)."""
+        self.client.update_item(TableName=self.table_name, Key=self._stack_key(OUTAGE_SK),
+                                UpdateExpression="REMOVE since, last_error, last_at")
 
     # ------------------------------------------------------------------------------------------ decisions
 
