@@ -369,4 +369,8 @@ def watch_pass(engine: Engine, *, budget_seconds: float | None = None, heartbeat
         except Exception as exc:  # noqa: BLE001 - a trigger's trouble must not hide the waves' results
             LOG.warning("watch: trigger re-count: %s", exc)
             tick.report.errors.append(f"trigger re-count: {type(exc).__name__}: {exc}")
+    try:  # one write per run whose waves this pass changed: what `status --watch` polls (DynamoLedger.note_changes)
+        engine.ledger.note_changes()
+    except Exception as exc:  # noqa: BLE001 - a watcher's hint; the waves themselves are recorded
+        LOG.warning("watch: noting changed runs: %s", exc)
     return tick.report
