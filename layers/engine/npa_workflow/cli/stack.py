@@ -377,17 +377,17 @@ def submit_command(
 # ------------------------------------------------------------------------------------------------ status
 def _watch(command: str, run: str, endpoint: str | None, stack: str | None, bucket: str | None,
            region: str | None) -> Any:
-    """The live view of `run`, against a stack: every state of the plan, until the run ends."""
-    from npa_workflow.adapters.s3_store import S3Store
+    """The live view of `run`, against a stack: every state of the plan, until the run ends. Each refresh reads
+    the run's ledger item only, unless it changed (`stack_client.RunFollower`)."""
     from npa_workflow.cli.progress import plan_states, watch_report
-    from npa_workflow.engine.runs import RunStore
 
     def follow(client: Any) -> Any:
+        follower = client.follow(run)
         try:
-            states = plan_states(RunStore(S3Store(client.s3), client.bucket).load(run).loaded)
+            states = plan_states(follower.loaded)
         except Exception:  # noqa: BLE001 - without the frozen spec the view lists the waves seen so far
             states = []
-        return watch_report(lambda: client.report(run), states, Console(soft_wrap=True))
+        return watch_report(follower.refresh, states, Console(soft_wrap=True))
 
     try:
         return _on_stack(command, follow, endpoint, stack, bucket, region)
@@ -412,8 +412,12 @@ def status_command(
         report = _watch("status", run, endpoint, stack, bucket, region)
     else:
         def final_report(client: Any) -> Any:  # --watch --json: the report once the run has ended
-            client.wait(run)
-            return client.report(run)
+            import time
+
+            follower = client.follow(run)
+            while (report := follower.refresh())["status"] == "RUNNING":
+                time.sleep(1.0)
+            return report
 
         try:
             report = with_gpu_waits(_on_stack("status", final_report if watch else lambda client: client.report(run),

@@ -491,4 +491,8 @@ def watch_pass(engine: Engine, *, budget_seconds: float | None = None, heartbeat
     finally:
         if holder is not None:
             engine.ledger.release_watch_lease(holder)
+    try:  # one write per run whose waves this pass changed: what `status --watch` polls (DynamoLedger.note_changes)
+        engine.ledger.note_changes()
+    except Exception as exc:  # noqa: BLE001 - a watcher's hint; the waves themselves are recorded
+        LOG.warning("watch: noting changed runs: %s", exc)
     return tick.report
