@@ -56,7 +56,8 @@ def test_unknown_config_and_run_tokens_in_config(spec_error):
     assert [(p.path, p.message, p.hint) for p in err.problems] == [
         ("config.a", "unknown config token: config.nope", "add 'nope' to config"),
         ("config.b", "unknown run token: run.nope", "known run keys: bucket, id, prefix"),
-        ("config.c", "unrecognised token {{params.x}}", "params are read as {{config.KEY}}"),
+        ("config.c", "params.* tokens are not allowed in config (params.x)",
+         "move the value into the state's params or command"),
     ]
 
 

@@ -1,12 +1,16 @@
-"""Tokens: `{{scope.key}}` substitution with the `config`, `run`, `state` and `loop` scopes.
+"""Tokens: `{{scope.key}}` substitution with the `config`, `run`, `state`, `loop` and `params` scopes.
 
 Grammar (the contract): `{{` optional spaces, scope, `.`, key of letters, digits, `_`, `.`,
 `-`, optional `|transform` with no spaces around the pipe, optional spaces, `}}`.
 Substitution is single-pass. Values render as JSON scalars (`true`, `false`, `""` for null);
 lists and maps cannot be put into a command.
 
+`{{params.K}}` is ours (the existing engine leaves it in the command verbatim): inside a state's `params`, the
+value of that state's param `K`. It is a scope of its own so that it cannot shadow `{{config.K}}`, which in a
+param always reads the base config, as in the existing engine. Anywhere else it is an error naming the fix.
+
 Where we do better than the existing engine: text that *looks* like a token but has an
-unknown scope (`{{params.x}}`, `{{iteration}}`) or a malformed transform is reported instead
+unknown scope (`{{iteration}}`, `{{env.HOME}}`) or a malformed transform is reported instead
 of being left in the command verbatim. `find_suspicious` returns those. And a value put into a
 `run.shell` script (`resolve_shell`) is one quoted shell word, never shell syntax, unless its token
 says `|raw` (spec/shell_quote.py): that engine pasted every value in as is.
@@ -25,10 +29,10 @@ from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.paths import yaml_type
 from npa_workflow.spec.shell_quote import QuoteError, ShellScanner, insert
 
-SCOPES = ("config", "run", "state", "loop")
+SCOPES = ("config", "run", "state", "loop", "params")
 
 TOKEN_RE = re.compile(
-    r"\{\{\s*(?P<scope>config|run|state|loop)\.(?P<key>[A-Za-z0-9_.\-]+)"
+    r"\{\{\s*(?P<scope>config|run|state|loop|params)\.(?P<key>[A-Za-z0-9_.\-]+)"
     r"(?:\|(?P<transform>[A-Za-z0-9_\-]+))?\s*\}\}"
 )
 # Anything shaped like a reference: an identifier, optional dotted key, optional transform.
@@ -58,6 +62,8 @@ class TokenContext:
     loops: Mapping[str, int] = field(default_factory=dict)
     # At validation, `state.*` tokens for states that have not run yet are tolerated.
     tolerate_unknown_state: bool = False
+    # The state's resolved sibling params, where `{{params.K}}` may be read (a param's value); None elsewhere.
+    params: Mapping[str, Any] | None = None
 
 
 def render_scalar(value: Any, where: str) -> str:
@@ -94,6 +100,15 @@ def _lookup(scope: str, key: str, ctx: TokenContext) -> Any | None:
             raise TokenError(f"unknown run token: run.{key}",
                              did_you_mean(key, ctx.run, prefix="run.") or f"known run keys: {known}")
         return ctx.run[key]
+    if scope == "params":
+        if ctx.params is None:
+            raise TokenError(f"params.* tokens are read only inside a state's params (params.{key})",
+                             f"read the state's param here as {{{{config.{key}}}}}")
+        if key not in ctx.params:
+            raise TokenError(f"unknown params token: params.{key}",
+                             did_you_mean(key, ctx.params, prefix="params.")
+                             or f"add '{key}' to this state's params, or read config as {{{{config.{key}}}}}")
+        return ctx.params[key]
     if scope == "loop":
         if key not in ctx.loops:
             raise TokenError(
@@ -199,13 +214,11 @@ def find_suspicious(text: str) -> list[tuple[str, str]]:
         head = inner.split(".", 1)[0].split("|", 1)[0].strip()
         if "|" in inner and head in SCOPES:
             hint = "write the transform without spaces around '|', e.g. {{config.x|base64}}"
-        elif head == "params":
-            hint = "params are read as {{config.KEY}}"
         elif head in ("iteration", "loop"):
             hint = "use {{loop.STATE}} with the name of the looped state"
         elif head in SCOPES:
             hint = f"write {{{{{head}.KEY}}}}"
         else:
-            hint = "scopes are config, run, state and loop"
+            hint = "scopes are config, run, state, loop and params"
         found.append((raw, hint))
     return found

@@ -115,8 +115,11 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[s
     return out
 
 
-# Config keys the engine itself reads (language reference §1.2): setting one is never a typo.
-ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision")
+# Config keys the engine itself reads (language reference §1.2): setting one is never a typo. The existing
+# engine's renderer also reads `require_baked_npa` and `source_sha` (its specs are rendered with
+# `--var source_sha=...`); ours accepts them and enforces nothing of them (docs/language.md says why).
+ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision",
+                      "require_baked_npa", "source_sha")
 # `{{config.KEY}}` and the bare `config.KEY` of `if:` and integer fields (`loop.max: config.rounds`).
 _CONFIG_READ_RE = re.compile(r"(?<![A-Za-z0-9_.])config\.([A-Za-z0-9_.\-]+)")
 
@@ -749,7 +752,7 @@ def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, ca
                     c: _Collector) -> None:
     """Every profile, used or not: tokens (config and run only), accelerators, num_nodes, `tool://` images."""
     ctx = TokenContext(config=run_ctx.config, run=run_ctx.run)
-    forbidden = {"state": "resource profiles", "loop": "resource profiles"}
+    forbidden = {"state": "resource profiles", "loop": "resource profiles", "params": "resource profiles"}
     for pname, body in profiles.items():
         pp = join("resources", pname)
         clean = [_check_text(text, path, ctx, c, forbidden) for path, text in _strings(body, pp)]
