@@ -453,10 +453,14 @@ def test_allow_unknown_keys_makes_them_warnings(load, spec_error):
         ("states.a.image", "unknown state key 'image' in state 'a' is ignored", "", "warning"),
         ("states.a", "the run can end at 'a', which is not terminal",
          "add 'next', an unconditional transition, or 'terminal: true'", "warning"),
+        ("states.done", "no path from the initial state 'a' reaches 'done': it never runs",
+         "reach it with a next, a transition's goto or a sequence/parallel list (an edge that is followed), or "
+         "remove it", "warning"),
     ]
     err = spec_error(body, strict=True, allow_unknown_keys=True)
     assert [(p.path, p.severity) for p in err.problems] == [
         ("states.a.trasitions", "error"), ("states.a.image", "error"), ("states.a", "error"),
+        ("states.done", "error"),
     ]
 
 

@@ -67,9 +67,13 @@ def duration(start: str | None, end: str | None) -> str:
 
 
 def run_duration(report: dict[str, Any]) -> str:
-    """From the first wave's start to the last one's end (or now, while running)."""
-    starts = [t for w in report.get("waves", []) for t in (w.get("submitted_at"), w.get("started_at")) if t]
-    ends = [w["ended_at"] for w in report.get("waves", []) if w.get("ended_at")]
+    """From the first wave's start to the last one's end (or now, while running), of the report's execution: a
+    resumed run's replayed waves, and those of its earlier executions, ran before it started."""
+    since = report.get("execution_started_at") or ""
+    waves = [w for w in report.get("waves", []) if not w.get("replayed")
+             and (w.get("submitted_at") or w.get("started_at") or "") >= since]
+    starts = [t for w in waves for t in (w.get("submitted_at"), w.get("started_at")) if t]
+    ends = [w["ended_at"] for w in waves if w.get("ended_at")]
     if not starts:
         return ""
     end = max(ends) if ends and report.get("status") != "RUNNING" else None
@@ -176,6 +180,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         console.print(f"decision of {d['state']}: {value} ({d['source']}, {d['uri']})", highlight=False)
     for m in report.get("watermarks", []):
         console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
+    for notice in report.get("notices", []):
+        console.print(Text(f"notice: {notice}", style="yellow"), highlight=False)
     status = report["status"]
     took = run_duration(report)
     # Without an execution (a local run read from its ledger while it goes) there is no history to count.

@@ -101,6 +101,21 @@ class LineProgress:
         self.seen: dict[tuple[str, int], str] = {}
         self.started_at = time.monotonic()
         self.endpoint_url = ""
+        self.loops_of: dict[str, list[str]] | None = None  # the spec's, once the runtime loaded it
+
+    def spec_loaded(self, loaded: Any) -> None:
+        from npa_workflow.cli.logs import loops_of_spec
+
+        self.loops_of = loops_of_spec(loaded)
+
+    def _label(self, wave: WaveAttempt) -> str:
+        """A wave's counters are those of every loop running when it ran: a state after a loop (`route`, reached by
+        the loop's next) carries the loop's last round. Shown are only those of the loops that enclose it."""
+        key = WaveKey.parse(wave.wave_key, state=wave.state)
+        if self.loops_of is None:
+            return key.label()
+        enclosing = self.loops_of.get(wave.state, [])
+        return WaveKey(key.state, {k: v for k, v in key.loops.items() if k in enclosing}).label()
 
     def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
         self.started_at = time.monotonic()
@@ -114,7 +129,7 @@ class LineProgress:
             if self.seen.get(key) != status:
                 self.seen[key] = status
                 job = f" job {w.job_id}" if w.job_id else ""
-                _out(f"[{time.monotonic() - self.started_at:6.1f}s] {_label(w)} attempt {w.attempt}: "
+                _out(f"[{time.monotonic() - self.started_at:6.1f}s] {self._label(w)} attempt {w.attempt}: "
                      f"{status}{job}")
 
     def trigger_waiting(self, mark: Watermark) -> None:

@@ -392,6 +392,7 @@ class LocalRuntime:
                            allow_unknown_keys=opt.allow_unknown_keys)
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
+        _preflight_secrets(loaded, spec_path, opt.secret_names)
         spec = loaded.spec
         if spec.runtime_only and opt.assume_decision:
             raise LocalRunError(
@@ -417,6 +418,7 @@ class LocalRuntime:
 
         loaded, spec_text, catalog_text, variables, meta = self._prepare()
         self.loaded = loaded
+        getattr(self.progress, "spec_loaded", lambda _: None)(loaded)  # optional: a progress may use the spec
         run_dir = self.home / "runs" / self.run_id
         if self.options.resume and held_elsewhere(run_dir / AWS_STATE_DIR):
             # refused before anything starts (the durable state's own lock refuses it again, race-free, below)
@@ -745,6 +747,15 @@ class LocalRuntime:
             "run_id": self.run_id, "workflow": loaded.spec.name, "spec": str(Path(self.options.spec).resolve()),
             "vars": variables, "executions": executions,
         })
+
+
+def _preflight_secrets(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...]) -> None:
+    """Every secret the plan's jobs need is in this environment before anything starts (engine.preflight)."""
+    from npa_workflow.engine.preflight import local_secret_problems, one_line
+
+    problems = local_secret_problems(loaded, "run", secret_names)
+    if problems:
+        raise LocalRunError(f"{spec_path}: {one_line(problems)}")
 
 
 def _check_same_workflow(run_id: str, meta: Mapping[str, Any], spec_path: Path) -> None:

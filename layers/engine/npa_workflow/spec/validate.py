@@ -21,6 +21,7 @@ from npa_workflow.spec.buckets import check_bucket_names
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
 from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
 from npa_workflow.spec.effective import resolve_params
+from npa_workflow.spec.followed import ignored_keys, unreachable_states
 from npa_workflow.spec.graph import find_cycle
 from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
@@ -216,6 +217,7 @@ def validate_document(
             c.add(problem)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
+            _check_followed(states, initial, c)
 
     if strict:
         c.items = [Problem(p.path, p.message, p.hint, "error", p.file) for p in c.items]
@@ -856,3 +858,13 @@ def _check_endings(states: dict[str, State], initial: str | None, c: _Collector)
             continue
         c.warn(join("states", name), f"the run can end at '{name}', which is not terminal",
                "add 'next', an unconditional transition, or 'terminal: true'")
+
+
+def _check_followed(states: dict[str, State], initial: str | None, c: _Collector) -> None:
+    """Keys the walk never follows where they stand, and states no path runs (spec.followed): warnings."""
+    for found in ignored_keys(states):
+        c.warn(join("states", found.state, found.key), found.message, found.hint)
+    for name in unreachable_states(states, initial):
+        c.warn(join("states", name), f"no path from the initial state '{initial}' reaches '{name}': it never runs",
+               "reach it with a next, a transition's goto or a sequence/parallel list (an edge that is followed), "
+               "or remove it")
