@@ -247,6 +247,23 @@ def test_a_lost_reap_of_many_waves_describes_and_reaps_the_run_once(engine, monk
     assert {a.status for a in engine.ledger.attempts("lost")} == {WaveStatus.CANCELLED}
 
 
+def test_the_watch_reaps_a_run_whose_state_machine_a_deploy_deleted(engine, monkeypatch):
+    """A deploy that removes or renames a spec deletes its machine (RemovalPolicy DESTROY). AWS DeleteStateMachine:
+    the machine's executions are terminated at their next state transition and, once it is deleted, they are gone
+    (DescribeExecution: ExecutionDoesNotExist, as moto answers for a deleted machine's execution); no status change
+    reaches reap. The watch finds the token gone, the execution gone, and cancels the run's jobs by id."""
+    arn, job = orphan_setup(engine, monkeypatch, "deleted", stop=False)
+    machine = arn.replace(":execution:", ":stateMachine:").rsplit(":", 1)[0]
+    boto3.client("stepfunctions").delete_state_machine(stateMachineArn=machine)
+    report = watch_pass(engine, clock=HeartbeatClock())
+    assert report.reaped == ["deleted"], report
+    attempt = engine.ledger.latest_attempt("deleted", "work|refine=1")
+    assert attempt.status == WaveStatus.CANCELLED
+    assert "no longer exists" in attempt.error and "a deploy removed or renamed the spec" in attempt.error
+    assert engine.executor.local.statuses([job])[job].status == "CANCELLED"  # by its exact id
+    assert engine.ledger.get_run("deleted").status == "ABORTED"
+
+
 def test_a_gone_token_of_a_live_execution_is_left_to_its_catch(engine, monkeypatch):
     arn, job = orphan_setup(engine, monkeypatch, "live", stop=False)
     try:

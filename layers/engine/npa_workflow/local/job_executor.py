@@ -72,7 +72,8 @@ class LocalJobExecutor:
         if missing:
             raise SubmitError(
                 f"secret(s) {', '.join(missing)} not set in the environment of the local runtime "
-                "(export them before `npa-workflow run`)", "configuration",
+                "(export them before `npa-workflow run`, or where `npa-workflow serve` starts, then restart it)",
+                "configuration",
             )
         short = [name for name in job.secret_names if len(os.environ[name]) < redact.MIN_SECRET_LENGTH]
         if short:

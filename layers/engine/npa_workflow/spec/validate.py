@@ -17,12 +17,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.buckets import check_bucket_names
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
 from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
 from npa_workflow.spec.effective import resolve_params
+from npa_workflow.spec.followed import ignored_keys, unreachable_states
 from npa_workflow.spec.graph import find_cycle
 from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
+from npa_workflow.spec.job_names import job_name_collisions
 from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
 from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
 from npa_workflow.spec.tokens import (
@@ -32,6 +35,7 @@ from npa_workflow.spec.tokens import (
     find_suspicious,
     output_index,
     resolve_deep,
+    resolve_shell,
     resolve_text,
 )
 
@@ -112,8 +116,11 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[s
     return out
 
 
-# Config keys the engine itself reads (language reference §1.2): setting one is never a typo.
-ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision")
+# Config keys the engine itself reads (language reference §1.2): setting one is never a typo. The existing
+# engine's renderer also reads `require_baked_npa` and `source_sha` (its specs are rendered with
+# `--var source_sha=...`); ours accepts them and enforces nothing of them (docs/language.md says why).
+ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision",
+                      "require_baked_npa", "source_sha")
 # `{{config.KEY}}` and the bare `config.KEY` of `if:` and integer fields (`loop.max: config.rounds`).
 _CONFIG_READ_RE = re.compile(r"(?<![A-Za-z0-9_.])config\.([A-Za-z0-9_.\-]+)")
 
@@ -198,13 +205,19 @@ def validate_document(
     run_ctx, config_problems = resolve_config(merged_config, workflow, VALIDATE_RUN_ID, run_block)
     for problem in config_problems:
         c.add(problem)
+    if not config_problems:
+        for problem in check_bucket_names(merged_config, run_ctx.config):
+            c.add(problem)
 
     _check_profiles(profiles, run_ctx, catalog, c)
     if names:
         _check_states(states, names, profiles, catalog, run_ctx, c)
         _check_graph(states, c)
+        for problem in job_name_collisions(states):
+            c.add(problem)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
+            _check_followed(states, initial, c)
 
     if strict:
         c.items = [Problem(p.path, p.message, p.hint, "error", p.file) for p in c.items]
@@ -685,9 +698,18 @@ def _check_tokens(
     ctx = TokenContext(config=eff, run=run_ctx.run, loops=loops, tolerate_unknown_state=True)
     for path, text, prefix in texts:
         _check_state_refs(text, path, states, names, c)
-        _check_text(text, path, ctx, c, prefix=prefix)
+        if _check_text(text, path, ctx, c, prefix=prefix) and path.endswith(".run.shell"):
+            _check_shell_quoting(text, path, ctx, c)
     if st.trigger is not None:
         _check_trigger(name, st, TokenContext(config=eff, run=run_ctx.run, loops=loops), run_ctx, c)
+
+
+def _check_shell_quoting(text: str, path: str, ctx: TokenContext, c: _Collector) -> None:
+    """Each value this run knows goes into the script as one word at its place (spec/shell_quote.py)."""
+    try:
+        resolve_shell(text, ctx)
+    except TokenError as exc:
+        c.error(path, exc.message, exc.hint)
 
 
 def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
@@ -732,7 +754,7 @@ def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, ca
                     c: _Collector) -> None:
     """Every profile, used or not: tokens (config and run only), accelerators, num_nodes, `tool://` images."""
     ctx = TokenContext(config=run_ctx.config, run=run_ctx.run)
-    forbidden = {"state": "resource profiles", "loop": "resource profiles"}
+    forbidden = {"state": "resource profiles", "loop": "resource profiles", "params": "resource profiles"}
     for pname, body in profiles.items():
         pp = join("resources", pname)
         clean = [_check_text(text, path, ctx, c, forbidden) for path, text in _strings(body, pp)]
@@ -836,3 +858,13 @@ def _check_endings(states: dict[str, State], initial: str | None, c: _Collector)
             continue
         c.warn(join("states", name), f"the run can end at '{name}', which is not terminal",
                "add 'next', an unconditional transition, or 'terminal: true'")
+
+
+def _check_followed(states: dict[str, State], initial: str | None, c: _Collector) -> None:
+    """Keys the walk never follows where they stand, and states no path runs (spec.followed): warnings."""
+    for found in ignored_keys(states):
+        c.warn(join("states", found.state, found.key), found.message, found.hint)
+    for name in unreachable_states(states, initial):
+        c.warn(join("states", name), f"no path from the initial state '{initial}' reaches '{name}': it never runs",
+               "reach it with a next, a transition's goto or a sequence/parallel list (an edge that is followed), "
+               "or remove it")
