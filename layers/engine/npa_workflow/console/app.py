@@ -25,6 +25,7 @@ import json
 import secrets
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -54,7 +55,7 @@ class Console:
     def __init__(self, source: Any, *, assume_minutes: float = 0.0, hosts: list[str] | None = None) -> None:
         self.source = source
         self.assume_minutes = assume_minutes
-        self.hosts = hosts or ["127.0.0.1", "localhost", "[::1]"]
+        self.hosts = hosts or ["127.0.0.1", "localhost"]  # it listens on IPv4 loopback only
         self.secret = secrets.token_bytes(32)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
                                trim_blocks=True, lstrip_blocks=True)
@@ -144,7 +145,7 @@ class Console:
             for row in shown:
                 row["duration"] = views.duration_text(views.seconds_between(
                     row.get("started_at"), row.get("ended_at") or None,
-                    views.datetime.now(views.UTC) if row["status"] == "RUNNING" else None))
+                    datetime.now(UTC) if row["status"] == "RUNNING" else None))
                 row["current"] = ", ".join(self.source.current_states(row["run_id"])) \
                     if row["status"] == "RUNNING" else ""
 
@@ -351,5 +352,4 @@ class Console:
             Route("/runs/{run_id}/{action}", self.act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
-        hosts = [h.strip("[]") for h in self.hosts] + self.hosts
-        return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
+        return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=self.hosts)])

@@ -60,6 +60,7 @@ class LocalSource(_Counting):
         self.home = Path(home)
         self._rows: dict[str, tuple[int, dict[str, str]]] = {}  # run id → (meta.json mtime_ns, its row)
         self._followers: dict[str, Any] = {}
+        self._specs: dict[str, Any] = {}
 
     def describe(self) -> str:
         return f"local runs under {self.home / 'runs'}"
@@ -127,9 +128,9 @@ class LocalSource(_Counting):
         report = follower.report()
         if report is None:
             return None
-        if follower._loaded is None:  # an ended run's report came from report.json: its spec, once
-            follower._loaded = local_run_spec(run_dir)
-        return RunData(report, follower._loaded)
+        if run_id not in self._specs:  # the graph's spec, once per run (its file as the run's meta.json names it)
+            self._specs[run_id] = local_run_spec(run_dir)
+        return RunData(report, self._specs[run_id])
 
     def log_sources(self, run_id: str) -> list[Any]:
         from npa_workflow.cli.logs import local_run_sources
