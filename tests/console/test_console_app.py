@@ -217,3 +217,21 @@ def test_a_deployed_stacks_run_links_to_its_execution_in_the_step_functions_cons
     local = StackSource(StackClient(session, bucket="b", ledger_table="t", endpoint_url="http://127.0.0.1:1"),
                         kind="endpoint")
     assert local._console_link(arn) == ""  # a serve stack has no AWS console
+
+
+def test_a_port_in_use_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {**os.environ, "NPA_WORKFLOW_HOME": str(tmp_path)}
+        done = subprocess.run([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "console",
+                               "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "fix:" in done.stderr
