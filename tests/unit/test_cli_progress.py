@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from npa_workflow.cli.progress import error_sentence, live_table, print_summary, run_duration
+from npa_workflow.cli.progress import duration, error_sentence, live_table, print_summary, run_duration
 
 JOB = "local-0123456789abcdef"
 
@@ -106,3 +106,15 @@ def test_members_of_a_group_inside_a_loop_keep_their_round():
                             "  gate: {run: {shell: g}}\n")
     loops = enclosing_loops(loaded)
     assert loops["a"] == loops["b"] == loops["gate"] == ["refine"]
+
+
+def test_a_local_runs_duration_is_its_monotonic_measure_not_the_wall_clocks():
+    """A wall clock set back (or forward) 2 h during a run printed `SUCCEEDED in 7200.0s`."""
+    doc = report(elapsed_seconds=3.2)
+    doc["waves"] = [{**doc["waves"][0], "started_at": "2026-01-01T10:00:00Z", "ended_at": "2026-01-01T12:00:00Z"}]
+    assert "SUCCEEDED in 3.2s" in shown(doc)
+
+
+def test_a_wave_whose_end_stamp_is_before_its_start_shows_no_duration():
+    assert duration("2026-01-01T12:00:00Z", "2026-01-01T10:00:00Z") == ""
+    assert duration("2026-01-01T10:00:00Z", "2026-01-01T10:00:02Z") == "2.0s"

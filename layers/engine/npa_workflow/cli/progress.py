@@ -63,11 +63,17 @@ def duration(start: str | None, end: str | None) -> str:
     if begin is None:
         return ""
     finish = _epoch(end) or time.time()
-    return f"{max(finish - begin, 0.0):.1f}s"
+    if finish < begin:  # the clock went back between the two stamps: no duration rather than a false one
+        return ""
+    return f"{finish - begin:.1f}s"
 
 
 def run_duration(report: dict[str, Any]) -> str:
-    """From the first wave's start to the last one's end (or now, while running)."""
+    """A local run's own monotonic measure once it ended (`elapsed_seconds`: a wall clock set back or forward
+    during the run does not count), else from the first wave's start to the last one's end (or now)."""
+    elapsed = report.get("elapsed_seconds")
+    if isinstance(elapsed, int | float) and not isinstance(elapsed, bool) and report.get("status") != "RUNNING":
+        return f"{elapsed:.1f}s"
     starts = [t for w in report.get("waves", []) for t in (w.get("submitted_at"), w.get("started_at")) if t]
     ends = [w["ended_at"] for w in report.get("waves", []) if w.get("ended_at")]
     if not starts:
