@@ -147,6 +147,17 @@ def left_running_text(job_ids: list[str]) -> str:
     return f"job(s) still running (--no-cancel-on-timeout): {', '.join(job_ids)}; stop with {commands}"
 
 
+def _member_failure(cause: str) -> tuple[str, str] | None:
+    """The failed child's (error, cause) a Map's `States.ExceedToleratedFailureThreshold` cause carries, as the twin
+    writes it (`… (item N: ERROR: CAUSE)`, local/moto_fixes.py); None when it names none (AWS's own cause)."""
+    head, found, detail = cause.partition(" (item ")
+    if not found or not detail.endswith(")"):
+        return None
+    _, _, rest = detail[:-1].partition(": ")
+    error, _, text = rest.partition(": ")
+    return (error.strip(), _readable_cause(text.strip())) if error.strip() else None
+
+
 def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member_of_map: bool) -> str:
     """Which state ran past which deadline, and how to raise it."""
     timeout, heartbeat = deadline.get("timeoutSeconds"), deadline.get("heartbeatSeconds")
@@ -155,6 +166,10 @@ def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member
         return (f"{who} sent no heartbeat for {heartbeat or '?'} s (States.HeartbeatTimeout): the watch function "
                 "did not see its job alive — check the watch schedule and the watch function's logs")
     limit = f" of {timeout} s" if timeout else ""
+    if member_of_map and error_name == MAP_THRESHOLD:  # AWS's cause names no member: say what is known, no more
+        return (f"{who} ended its child execution without recording a wave failure ({error_name}), as a member "
+                f"past its deadline{limit} does: its own error is in the group's Map Run (failed child executions); "
+                "if it timed out, raise `timeoutSeconds` on the state, or `--max-wait-seconds` for the run")
     return (f"{who} timed out: it ran past its deadline{limit} ({error_name}); raise it with `timeoutSeconds` "
             "on the state, or `--max-wait-seconds` for the run")
 
@@ -199,13 +214,20 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     error_name = str(error.get("Error") or errors.STATES_RUNTIME)
     cause = _readable_cause(str(error.get("Cause") or ""))
     root = _root_cause(engine, run_id)
-    member_timeout = error_name == MAP_THRESHOLD and root is None
+    member = _member_failure(cause) if error_name == MAP_THRESHOLD and root is None else None
+    # A member that failed without a wave failure in the ledger: a timeout only when its own error says so (or,
+    # as AWS's cause names no member, when nothing says otherwise); any other error is reported as itself.
+    member_timeout = error_name == MAP_THRESHOLD and root is None and (member is None or member[0] in TIMEOUT_ERRORS)
     timed_out = error_name in TIMEOUT_ERRORS or member_timeout
     if timed_out:
-        text = _deadline_text(owner, error_name, task.deadline, member_timeout) + _outage_text(engine)
-        state, message, name = owner, text, WAVE_TIMED_OUT
+        text = _deadline_text(owner, member[0] if member else error_name, task.deadline, member_timeout)
+        state, message, name = owner, text + _outage_text(engine), WAVE_TIMED_OUT
     elif root is not None:
         (state, message), name = root, (error_name if not error_name.startswith("States.") else WAVE_FAILED)
+    elif member is not None:
+        member_error, member_cause = member
+        state, name = owner, WAVE_FAILED
+        message = f"a member of group '{owner}' failed: {member_error}" + (f": {member_cause}" if member_cause else "")
     else:
         state, message = owner, cause or f"state '{owner}' failed with {error_name}"
         name = RUN_FAILED if error_name.startswith("States.") else error_name

@@ -355,6 +355,7 @@ class LocalRuntime:
         Raises `SpecError` for an invalid spec and `LocalRunError` for anything else the user can fix;
         a failed run is not an exception: its report says FAILED.
         """
+        self._began = time.monotonic()  # the run's duration: a wall clock set back or forward does not count
         if not _active.acquire(blocking=False):
             raise LocalRunError("another local run is already active in this process")
         usable_home(self.home, explicit=self.options.home is not None)
@@ -511,6 +512,7 @@ class LocalRuntime:
                 previous_items=previous_items,
                 interrupted_reason=(self._stop_reason or "interrupted (Ctrl-C)") if interrupted else "",
             )
+            report["elapsed_seconds"] = round(time.monotonic() - self._began, 3)
             _write_json(run_dir / "report.json", report)
         return report
 

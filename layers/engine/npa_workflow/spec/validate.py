@@ -40,6 +40,9 @@ from npa_workflow.spec.tokens import (
 )
 
 MAX_CONCURRENCY_LIMIT = 64
+# The largest group a run is known to finish (2,000 members: locally in ~5 min). At 10,000 every member's launch
+# re-read a 400 KB frozen spec while 64 others did, past the 10 s parse bound: the group failed, launching nothing.
+MAX_GROUP_MEMBERS = 2_000
 MAX_NUM_NODES = 32
 TOP_LEVEL_KEYS = known_keys(Spec)
 METADATA_KEYS = known_keys(Metadata)
@@ -215,6 +218,7 @@ def validate_document(
         _check_graph(states, c)
         for problem in job_name_collisions(states):
             c.add(problem)
+        _check_group_sizes(states, c)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
             _check_followed(states, initial, c)
@@ -515,6 +519,15 @@ def _check_if(expr: str, config: Mapping[str, Any], path: str, c: _Collector) ->
     elif yaml_bool(config[key]) is None:
         c.error(path, f"config.{key} is {config[key]!r}, which is not a boolean",
                 "use true/false, yes/no, on/off or 1/0")
+
+
+def _check_group_sizes(states: dict[str, State], c: _Collector) -> None:
+    for name, st in states.items():
+        if len(st.parallel) > MAX_GROUP_MEMBERS:
+            c.error(join("states", name, "parallel"),
+                    f"group '{name}' has {len(st.parallel):,} members, over the {MAX_GROUP_MEMBERS:,} a run is known "
+                    "to finish", f"split it into groups of at most {MAX_GROUP_MEMBERS:,} run one after the other, "
+                    "or into several runs")
 
 
 def _check_group(
