@@ -121,3 +121,42 @@ def test_the_interpreters_waits_are_pause_aware_while_active() -> None:
         assert execute_state.threading.Thread is threading.Thread
     assert callback.Event is threading.Event and execute_state.threading is threading
     assert signal.SIGSTOP  # (the pause test above stops this very process)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_a_job_that_exited_0_while_the_runtime_was_frozen_succeeds(tmp_path) -> None:
+    """SIGSTOP the whole `npa-workflow run` (not its job) past the Task's heartbeat and deadline; the job exits 0
+    within its deadline meanwhile. After SIGCONT the run is SUCCEEDED, nothing blames the watch schedule."""
+    import json
+    from pathlib import Path
+
+    ws = Path(tmp_path) / "ws"
+    ws.mkdir()
+    spec = ws / "frozen.yaml"
+    spec.write_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: frozen}\ninitial: a\n"
+                    "states:\n  a: {run: {shell: \"echo started; sleep 2; echo finished\"}, terminal: true}\n")
+    home = Path(tmp_path) / "home"
+    env = {**{k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}, "NPA_WORKFLOW_HOME": str(home)}
+    # --max-wait-seconds 12: a 12 s deadline and an 11 s heartbeat, both shorter than the 20 s freeze
+    runtime = subprocess.Popen([sys.executable, "-c", "from npa_workflow.cli.app import main; main()", "run",
+                                str(spec), "--run-id", "frozen1", "--max-wait-seconds", "12", "--json"], cwd=ws,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.read_text().startswith("started") for p in (home / "jobs").glob("*.log")) \
+                if (home / "jobs").is_dir() else True:
+            assert time.monotonic() < deadline and runtime.poll() is None, "the step did not start"
+            time.sleep(0.05)
+        runtime.send_signal(signal.SIGSTOP)
+        time.sleep(20)  # the job (its own session) ends meanwhile, exit 0
+        runtime.send_signal(signal.SIGCONT)
+        stdout, stderr = runtime.communicate(timeout=120)
+    finally:
+        if runtime.poll() is None:
+            runtime.send_signal(signal.SIGCONT)
+            runtime.kill()
+    report = json.loads(stdout)
+    assert runtime.returncode == 0 and report["status"] == "SUCCEEDED", (report.get("error"), stderr[-2000:])
+    assert [w["status"] for w in report["waves"]] == ["SUCCEEDED"]
+    assert "watch schedule" not in stdout + stderr
