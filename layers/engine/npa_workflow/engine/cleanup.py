@@ -33,7 +33,8 @@ MAP_THRESHOLD = errors.STATES_EXCEED_TOLERATED_FAILURE
 
 
 def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
-    """Cancel every active wave of the run by exact job id; returns the job ids cancelled.
+    """Cancel every active wave of the run by exact job id; returns the job ids cancelled (a job found to have
+    ended on its own before the signal reached it is recorded as it ended, and is not among them).
 
     Only a cancel the scheduler confirms ends the attempts; otherwise they stay active as UNKNOWN,
     so nothing relaunches the wave while its job may still run, and the watch pass keeps looking.
@@ -51,6 +52,7 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
         engine.executor.cancel(job_ids)
         confirmed = engine.executor.confirm_cancelled(job_ids, engine.cancel_confirm_seconds)
     ended = _real_ends(engine, job_of) if job_ids and confirmed else {}
+    not_cancelled: set[str] = set()
     for w in waves:
         if w.wave_key in job_of and not confirmed:
             engine.ledger.mark_status(w.run_id, w.wave_key, w.attempt, WaveStatus.UNKNOWN,
@@ -58,6 +60,8 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
             continue
         seen = ended.get(w.wave_key)
         times = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
+        if seen is not None and seen.outcome not in ("cancelled", "running", "pending"):
+            not_cancelled.add(job_of[w.wave_key])
         if seen is not None and seen.outcome == "succeeded":
             # The job exited 0 before the signal reached it: say so, never "cancelled". SUCCEEDED only with its
             # declared outputs present, as the watch would record it (a resume replays a SUCCEEDED wave unchecked).
@@ -81,7 +85,7 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
     for mark in engine.ledger.watermarks(run_id):
         if mark.task_token and not mark.satisfied:
             engine.ledger.put_watermark(mark.model_copy(update={"task_token": None}))
-    return job_ids
+    return [j for j in job_ids if j not in not_cancelled]
 
 
 def _real_ends(engine: Engine, job_of: Mapping[str, str]) -> dict[str, Observation]:
@@ -231,7 +235,15 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     else:
         state, message = owner, cause or f"state '{owner}' failed with {error_name}"
         name = RUN_FAILED if error_name.startswith("States.") else error_name
-    engine.ledger.update_run_status(run_id, RunStatus.FAILED, RunError(state=state, message=message))
+    failed = engine.ledger.update_run_status(run_id, RunStatus.FAILED, RunError(state=state, message=message))
+    requested = engine.ledger.cancel_requested(run_id)
+    if requested is not None and requested <= (failed.ended_at or ""):
+        cancelled_text = f"cancelled with npa-workflow cancel (requested at {requested})"
+        # `npa-workflow cancel` was recorded while this cleanup ran (after its first look): the run was ended by
+        # the cancel, whatever its Task failed with. ABORTED, as every other interleaving records it.
+        engine.ledger.update_run_status(run_id, RunStatus.ABORTED, RunError(state=None, message=cancelled_text))
+        _best_effort_cancel(engine, run_id, cancelled_text)
+        return {"error": errors.RUN_CANCELLED, "cause": cancelled_text}
     if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
         left = leave_running(engine, run_id, f"state '{owner}' timed out; {errors.JOB_LEFT_RUNNING}")
         jobs, trouble = (left_running_text(left) if left else "no job was running"), ""
@@ -266,10 +278,20 @@ def cancel_reason(engine: Engine, run_id: str) -> str | None:
 
 
 def reap(engine: Engine, run_id: str, reason: str, status: RunStatus = RunStatus.ABORTED) -> list[str]:
-    reason = cancel_reason(engine, run_id) or reason
+    """End what is left of a run whose execution ended: its jobs, and its status if nothing recorded one. A run
+    with a recorded cancel is ABORTED however its execution ended (FAILED through its Catch, TIMED_OUT, stopped),
+    and a FAILED a cleanup wrote after the cancel was recorded becomes ABORTED too (`cancel` then reports it
+    cancelled); a run that had ended before the cancel keeps its end."""
+    requested = engine.ledger.cancel_requested(run_id)
+    before = engine.ledger.get_run(run_id)
+    ended_first = (before is not None and before.status != RunStatus.RUNNING
+                   and (before.ended_at or "") < (requested or ""))
+    by_cancel = requested is not None and not ended_first
+    if by_cancel:
+        reason, status = f"cancelled with npa-workflow cancel (requested at {requested})", RunStatus.ABORTED
     cancelled = cancel_active(engine, run_id, reason)
     run = engine.ledger.get_run(run_id)
-    if run is not None and run.status == RunStatus.RUNNING:
+    if run is not None and (run.status == RunStatus.RUNNING or (by_cancel and run.status == RunStatus.FAILED)):
         engine.ledger.update_run_status(run_id, status, RunError(state=None, message=reason))
     return cancelled
 

@@ -20,7 +20,9 @@ of its steps asks for accelerators.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -37,6 +39,8 @@ from npa_workflow.local.executor import (
     JobInfo,
     LocalExecutor,
 )
+from npa_workflow.local.job_wrapper import REDACT_ENV
+from npa_workflow.local.step_gate import StepAccess
 
 LOG_TAIL_LINES = 20
 MESSAGE_MAX = 2000
@@ -46,14 +50,25 @@ UNENFORCED_NOTICE = ("npa-workflow: accelerators are not enforced locally (no GP
                      "jobs run without CUDA_VISIBLE_DEVICES from the runtime")
 
 
+_WORKFLOW_NAME = re.compile(r"NPA_WORKFLOW_NAME:\s*['\"]?([^'\"\n]+)")
+
+
+def _workflow_of(task_yaml: str) -> str:
+    """The workflow's name, as the task document's identity variables say it."""
+    found = _WORKFLOW_NAME.search(task_yaml or "")
+    return found.group(1).strip() if found else ""
+
+
 class LocalJobExecutor:
     """Jobs as local subprocesses whose records live under `state_dir/jobs/` (shared by every process)."""
 
-    def __init__(self, executor: LocalExecutor | str | Path, *, cancel_grace_seconds: float = 5.0) -> None:
+    def __init__(self, executor: LocalExecutor | str | Path, *, cancel_grace_seconds: float = 5.0,
+                 step_access: StepAccess | None = None) -> None:
         # The engine's executor launches every wave: it keeps the next job's wrapper started ahead.
         self.local = executor if isinstance(executor, LocalExecutor) else LocalExecutor(Path(executor),
                                                                                          start_ahead=True)
         self.cancel_grace_seconds = cancel_grace_seconds
+        self.step_access = step_access  # the runtime's step gate: each job's own S3 credentials
 
     def __repr__(self) -> str:
         return f"LocalJobExecutor(state_dir={str(self.local.state_dir)!r})"
@@ -95,6 +110,14 @@ class LocalJobExecutor:
         if adopted is not None:
             return Submission(job_id=adopted)
         env.update({name: os.environ[name] for name in job.secret_names})
+        if job.secret_names:  # the wrapper redacts them from the log as it writes it (local.job_wrapper)
+            env[REDACT_ENV] = ",".join(job.secret_names)
+        if self.step_access is not None:
+            # Its own key for the S3 places it is told of (local.step_gate), never the embedded AWS's endpoint.
+            env.update(self.step_access.credentials(
+                str(job.env.get("NPA_WORKFLOW_RUN_ID", "")), _workflow_of(job.task_yaml),
+                [json.dumps(job.step.to_json()), json.dumps(job.step.env), job.step.setup, json.dumps(dict(job.env)),
+                 job.task_yaml]))
         try:
             job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir,
                                        secret_names=tuple(job.secret_names), gpus=gpus)

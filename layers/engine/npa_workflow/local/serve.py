@@ -85,7 +85,7 @@ from npa_workflow.local.runtime import (
 )
 from npa_workflow.protocol import errors
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.protocol.stack import deployable_spec_files
+from npa_workflow.protocol.stack import SERVE_HOME_KEY, deployable_spec_files
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 
@@ -219,7 +219,7 @@ class Serve:
             self._seen.update({tuple(json.loads(ident)): etag for ident, etag in delivered.items()})
             settle()
             self._recover(engine)
-            self._write_serve_json(settings)
+            self._write_serve_json(settings, clients["s3"])
             # Steps of inbox-started runs run in the spec folder (the inbox freezes no workdir: jobs inherit ours).
             previous_cwd = os.getcwd()
             os.chdir(self.catalog.parent)
@@ -266,12 +266,15 @@ class Serve:
                              ad_hoc_role_arn=role_arn, function_arns=placeholders,
                              heartbeat_seconds=settings.heartbeat_seconds)
 
-    def _write_serve_json(self, settings: InboxSettings) -> None:
+    def _write_serve_json(self, settings: InboxSettings, s3: Any) -> None:
         doc = {"endpoint": self.endpoint_url, "bucket": ENGINE_BUCKET, "ledger_table": LEDGER_TABLE,
                "pid": os.getpid(), "catalog": str(self.catalog),
                "state_machines": dict(settings.state_machines), "ad_hoc_prefix": settings.ad_hoc_prefix,
                "ad_hoc_role_arn": settings.ad_hoc_role_arn, "function_arns": dict(settings.function_arns)}
         (self.home / "serve.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        # Clients in any folder find this stack's job logs through the stack itself (stack_client.serve_home).
+        s3.put_object(Bucket=ENGINE_BUCKET, Key=SERVE_HOME_KEY,
+                      Body=json.dumps({"home": str(self.home.resolve()), "pid": os.getpid()}).encode())
 
     # ---------------------------------------------------------------------------------------- the loop
     def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
@@ -370,7 +373,8 @@ class Serve:
         if status != "ABORTED":
             self._deliver_reap(engine, run_id, reason, status, desc)
         run = engine.ledger.get_run(run_id)
-        if run is not None and (status != "FAILED" or run.error is None) and (
+        cancelled = engine.ledger.cancel_requested(run_id) is not None  # its reap recorded ABORTED: it stands
+        if run is not None and not cancelled and (status != "FAILED" or run.error is None) and (
                 run.status != RunStatus(status) or run.error is None):
             with contextlib.suppress(Exception):
                 engine.ledger.update_run_status(run_id, RunStatus(status), RunError(state=None, message=reason))
