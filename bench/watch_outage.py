@@ -167,8 +167,10 @@ def child(args: argparse.Namespace) -> None:
             row = {"minute": minute, "skypilot": state, "due": due, "pending": args.pending}
             cut = Cut(counts, double, row)
             context._deadline = time.monotonic() + TIMEOUT_SECONDS  # a fresh invocation each minute
-            handler({"id": f"tick-{minute}", "source": "aws.events"}, context)
+            result = handler({"id": f"tick-{minute}", "source": "aws.events"}, context)
             cut.done.set()
+            if "due" in result:  # the pass's own count, at its start (this checkout's watch reports it)
+                cut.row["due"] = result["due"]
             print(json.dumps(cut.line(False)), flush=True)
             with clock._lock:  # a simulated minute of the schedule before the next tick
                 for token in list(clock._last):

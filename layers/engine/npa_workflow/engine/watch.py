@@ -84,6 +84,7 @@ class WatchReport:
     failed: list[str] = field(default_factory=list)
     triggers_completed: int = 0
     heartbeats: int = 0
+    due: int = 0  # tokens whose heartbeat was due when the pass began (every one is beaten, budget permitting)
     deferred: int = 0  # waves left to the next tick: the pass ran out of budget
     errors: list[str] = field(default_factory=list)  # one line per wave whose tending failed
     reaped: list[str] = field(default_factory=list)  # runs whose ended execution still had jobs (reap missed)
@@ -198,6 +199,7 @@ class _Pass:
         self.clock.keep_only({w.task_token for w in waves if w.task_token})
         at = self.now()
         due = [w for w in waves if w.task_token and self.clock.due(w.task_token, self.heartbeat_every, at)]
+        self.report.due = len(due)
         _pool_each(due, self.heartbeat, workers)
         with budget.within(self.left() * SCHEDULER_SHARE) if self.deadline is not None else contextlib.nullcontext():
             waves = self.reconcile_some(waves)
