@@ -1,8 +1,9 @@
 """cleanup and reap: never leave a job running after a failure, a timeout or an abort.
 
-`cleanup` is the Catch target inside an execution: it cancels every active job of the run by
-exact id, waits until the scheduler confirms they ended, and returns the root cause (the
-first failed wave's recorded error — Step Functions may not carry it: moto drops `cause`).
+`cleanup` is the Catch target inside an execution: it records the root cause (the first failed
+wave's recorded error — Step Functions may not carry it: moto drops `cause`) in the ledger first, then
+cancels every active job of the run by exact id and waits until the scheduler confirms they ended —
+best effort, within its own budget: the scheduler's trouble never becomes the execution's error.
 `reap` does the same for an execution stopped from outside (EventBridge status change).
 """
 
