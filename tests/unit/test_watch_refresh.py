@@ -160,3 +160,22 @@ def test_a_throttled_history_read_is_reported_not_shown_as_zero_events(stack):
     print_summary(report, console)
     text = console.export_text()
     assert "history not read: GetExecutionHistory was throttled" in text and "0 history events" not in text
+
+
+def test_submit_wait_polls_the_run_item_and_describes_the_execution_only_now_and_then(stack):
+    sfn = stack.executions.client
+    arn = sfn.create_state_machine(name="w", roleArn="arn:aws:iam::123456789012:role/sfn", definition=json.dumps(
+        {"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}))["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, name="r1")["executionArn"]
+    stack.ledger.update_run_status("r1", RunStatus.RUNNING, execution_arn=execution)
+    calls = recorder(stack)
+    polls = iter(range(100))
+
+    def the_reap_records_the_end(model, **_):  # the 5th read of the run: the stack's reap has recorded the end
+        if model.name == "GetItem" and next(polls) == 4:
+            stack.ledger.update_run_status("r1", RunStatus.SUCCEEDED)
+
+    stack.ledger.client.meta.events.register("before-call.dynamodb.GetItem", the_reap_records_the_end)
+    assert stack.wait("r1", poll=0.01, describe_every=60).status == RunStatus.SUCCEEDED
+    reads = [c for c in calls if c != "UpdateItem"]
+    assert reads == ["GetItem", "DescribeExecution"] + ["GetItem"] * 4
