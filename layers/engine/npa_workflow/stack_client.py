@@ -189,14 +189,22 @@ class StackClient:
         except Exception:  # noqa: BLE001 - gone, or a service error (denied, throttled): the ledger's status then
             return record.status.value
 
-    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
-        """Until the run's status in the ledger is terminal (the stack records it when the execution ends)."""
+    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5,
+             describe_every: float = 10.0) -> RunRecord:
+        """Until the run's status in the ledger is terminal (the stack records it when the execution ends: the reap
+        of its status-change event). Each poll is one GetItem; the execution is described at most every
+        `describe_every` seconds, for a SUCCEEDED whose event is late or lost."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        described = float("-inf")
         while True:
             record = self.run(run_id)
             if record.status != RunStatus.RUNNING:
                 return record
-            execution = self.execution_status(record)
+            if time.monotonic() - described < describe_every:
+                execution = "RUNNING"
+            else:
+                described = time.monotonic()
+                execution = self.execution_status(record)
             if execution in TERMINAL and execution != "SUCCEEDED":
                 pass  # the stack's reap records why: wait for it
             elif execution == "SUCCEEDED":  # a cloud stack records no SUCCEEDED in the ledger
