@@ -120,7 +120,7 @@ def _submit(
     )
     request = JobRequest(
         name=name, step=step, task_yaml=doc, env=env, secret_names=secret_names,
-        workdir=_workdir(run),
+        workdir=_workdir(run), code_uri=run.options.code_uri,
     )
     try:
         submission = engine.executor.submit(request)
