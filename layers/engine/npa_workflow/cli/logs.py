@@ -44,6 +44,7 @@ class LogSource:
     job_id: str | None
     path: Path | None  # a local job's log file; None for a job that lives on SkyPilot
     where: str  # how to read it, in words
+    error: str = ""  # the attempt's error (a wave that never launched a job says why here)
 
     @property
     def label(self) -> str:
@@ -117,7 +118,7 @@ def _sources(waves: list[Any], loaded: Any, home: Path) -> list[LogSource]:
     out = []
     for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
         out.append(LogSource(w.state, wave_round(w, loops_of), w.attempt, w.status.value, w.job_id,
-                             local_log_path(home, w.job_id), log_location(home, w.job_id)))
+                             local_log_path(home, w.job_id), log_location(home, w.job_id), w.error or ""))
     return out
 
 
@@ -227,6 +228,18 @@ def follow_skypilot(source: LogSource, budget: int, sky: Any) -> None:
         _err(f"npa-workflow logs: {source.label}: cannot follow SkyPilot job {source.job_id}'s log: {exc}")
 
 
+def _exit_if_never_launched(chosen: list[LogSource]) -> None:
+    """No job, so no log: each chosen attempt that never launched says why, and with nothing to show, exit 1
+    (an empty output and exit 0 read as "the step printed nothing")."""
+    never = [s for s in chosen if not s.job_id]
+    for source in never:
+        reason = f": {source.error}" if source.error else " (its launch has not recorded a job yet)"
+        _err(f"npa-workflow logs: {'error: ' if len(never) == len(chosen) else ''}{source.label} never launched a "
+             f"job ({source.status}){reason}")
+    if never and len(never) == len(chosen):
+        raise typer.Exit(1)
+
+
 def show(source: LogSource, budget: int, header: bool, sky: Any = None) -> int:
     """Print the tail of one log; returns the offset it ended at (for --follow). ``sky``: a SkyPilot API
     client, for the waves whose job is a SkyPilot managed job."""
@@ -321,6 +334,7 @@ def logs_command(
     if follow_ and len(chosen) > 1:
         _err("npa-workflow logs: error: --follow follows one step: name STATE (and --iteration N in a loop)")
         raise typer.Exit(2)
+    _exit_if_never_launched(chosen)
     sky = skypilot_client(skypilot_endpoint) if (endpoint or stack) and skypilot_endpoint else None
     for source in chosen:
         if follow_ and source.path is None and sky is not None and (source.job_id or "").isdigit():
