@@ -34,6 +34,17 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def code_folder(tmp_path: Path) -> Path:
+    """A folder holding a copy of the example step programs, as a team's repository would: `submit` stages the
+    spec's folder and a stack's jobs start in that staged code (a symlink would not be staged)."""
+    import shutil
+
+    folder = tmp_path / "code-ws"
+    if not folder.is_dir():
+        shutil.copytree(SPECS / "steps", folder / "steps", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
 def write_spec(ws: Path, name: str, body: str) -> Path:
     path = ws / f"{name}.yaml"
     header = f"apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {{name: {name}}}\n"

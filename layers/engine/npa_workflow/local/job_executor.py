@@ -1,9 +1,10 @@
 """`LocalJobExecutor`: the engine's `JobExecutor` port over `LocalExecutor` (real subprocess jobs).
 
 A wave's job is its step's command (`argv`, or `bash -c <shell>`) run in the request's workdir (the spec's
-folder) with a clean environment (`local.job_environment`: an allow-list of this process's variables
-and `--pass-env` names), the request's environment laid over it, plus each named secret taken from this
-process's environment. Outcomes map one to one from the executor's statuses; a job the executor has no
+folder; for a run that staged its code, a checkout of that code: `local.code_checkout`) with a clean environment
+(`local.job_environment`: an allow-list of this process's variables and `--pass-env` names), the request's
+environment laid over it, plus each named secret taken from this process's environment.
+Outcomes map one to one from the executor's statuses; a job the executor has no
 record of is `lost`, and a job whose process vanished without an exit code (killed, machine restarted)
 is `infrastructure_failed`, the local stand-in for a preempted cloud job.
 
@@ -86,8 +87,9 @@ class LocalJobExecutor:
         command = job.step.command
         if not command:
             raise SubmitError(f"state {job.step.state!r} has no command to run", "configuration")
-        if job.workdir is not None and not Path(job.workdir).is_dir():
-            raise SubmitError(f"working directory {job.workdir} does not exist", "configuration")
+        workdir = self._code_folder(job) if job.code_uri else job.workdir
+        if workdir is not None and not Path(workdir).is_dir():
+            raise SubmitError(f"working directory {workdir} does not exist", "configuration")
         env = {str(k): str(v) for k, v in job.env.items()}
         missing = [name for name in job.secret_names if not os.environ.get(name)]
         if missing:
@@ -132,11 +134,21 @@ class LocalJobExecutor:
                 [json.dumps(job.step.to_json()), json.dumps(job.step.env), job.step.setup, json.dumps(dict(job.env)),
                  job.task_yaml]))
         try:
-            job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir,
+            job_id = self.local.launch(job.name, command, env=env, cwd=workdir,
                                        secret_names=tuple(job.secret_names), gpus=gpus)
         except GpuRequestError as exc:
             raise SubmitError(str(exc), "configuration") from exc
         return Submission(job_id=job_id)
+
+    def _code_folder(self, job: JobRequest) -> Path:
+        """The run's staged code, checked out under `<home>/code/` (local.code_checkout): a job of a run that staged
+        its code starts there, as its SkyPilot task would, not in the folder's current code."""
+        from npa_workflow.local.code_checkout import CodeCheckoutError, checkout
+
+        try:
+            return checkout(job.code_uri, self.local.state_dir / "code")
+        except CodeCheckoutError as exc:
+            raise SubmitError(str(exc), "configuration") from None
 
     def _notice_unenforced(self, run_id: str) -> None:
         """Once per run, durably (the launch Lambda builds a new executor per call, in any process)."""
