@@ -50,12 +50,12 @@ class LogSource:
     path: Path | None  # a local job's log file; None for a job that lives on SkyPilot
     where: str  # how to read it, in words
     secret_names: tuple[str, ...] = ()  # the job's secrets (names): redacted from what is printed
+    error: str = ""  # the attempt's error (a wave that never launched a job says why here)
 
     def redactor(self) -> Callable[[str], str]:
         from npa_workflow import redact
 
         return redact.from_environment(self.secret_names)
-    error: str = ""  # the attempt's error (a wave that never launched a job says why here)
 
     @property
     def label(self) -> str:
