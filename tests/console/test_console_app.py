@@ -199,3 +199,21 @@ def test_every_example_spec_draws_with_members_inside_their_container(spec: str)
     for i, a in enumerate(tops):  # top-level boxes never overlap
         for b in tops[i + 1:]:
             assert a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0] or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1]
+
+
+def test_a_deployed_stacks_run_links_to_its_execution_in_the_step_functions_console() -> None:
+    import boto3
+
+    from npa_workflow.console.sources import StackSource
+    from npa_workflow.stack_client import StackClient
+
+    session = boto3.session.Session(region_name="eu-west-1", aws_access_key_id="testing",
+                                    aws_secret_access_key="testing")
+    source = StackSource(StackClient(session, bucket="b", ledger_table="t"), kind="stack")
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:npa-workflow-gate-loop:run-1"
+    link = source._console_link(arn)
+    assert link.startswith("https://eu-west-1.console.aws.amazon.com/states/home?region=eu-west-1#/v2/executions/")
+    assert link.endswith(arn)
+    local = StackSource(StackClient(session, bucket="b", ledger_table="t", endpoint_url="http://127.0.0.1:1"),
+                        kind="endpoint")
+    assert local._console_link(arn) == ""  # a serve stack has no AWS console

@@ -123,11 +123,12 @@ def rect_fill(page: Any, state: str) -> str:
 
 def test_a_state_turns_from_running_to_succeeded_live_and_its_log_reads(stack: Stack, page: Any) -> None:
     release = stack.ws / "release-hold"
+    script = f"echo step-says-hello; while [ ! -e {release} ]; do sleep 0.02; done; echo released"
     run_id = stack.submit("hold", f"""\
         initial: hold
         states:
           hold:
-            run: {{argv: ["sh", "-c", "echo step-says-hello; while [ ! -e {release} ]; do sleep 0.02; done"]}}
+            run: {{argv: ["sh", "-c", "{script}"]}}
             next: after
           after: {{run: {{argv: ["sh", "-c", "echo after-ran"]}}, terminal: true}}
         """)
@@ -141,6 +142,11 @@ def test_a_state_turns_from_running_to_succeeded_live_and_its_log_reads(stack: S
     page.wait_for_selector("body[data-live=yes]", timeout=10_000)
     shot(page, "run-running.png")
     assert rect_fill(page, "hold") == FILLS["st-RUNNING"]
+    log_page = page.context.new_page()  # the running step's log, followed
+    log_page.goto(f"{stack.console}/runs/{run_id}/logs?state=hold")
+    log_page.wait_for_function("document.getElementById('log').textContent.includes('step-says-hello')",
+                               timeout=10_000)
+    assert log_page.get_attribute("#log", "data-follow")
     released = time.monotonic()
     release.touch()  # the job ends within its 20 ms poll
     wait_class(page, "hold", "st-SUCCEEDED", 10_000)
@@ -151,6 +157,8 @@ def test_a_state_turns_from_running_to_succeeded_live_and_its_log_reads(stack: S
     assert rect_fill(page, "hold") == FILLS["st-SUCCEEDED"] and "st-SUCCEEDED" in node_class(page, "after")
     assert page.locator("#timeline tr.wave.st-SUCCEEDED").count() == 2
     shot(page, "run-succeeded.png")
+    log_page.wait_for_selector("body[data-log-ended=yes]", timeout=15_000)  # the stream ends with the step
+    assert log_page.inner_text("#log").split() == ["step-says-hello", "released"]
     page.locator('#timeline tr.wave[data-state="hold"] a.log-link').click()
     page.wait_for_selector("#log")
     assert "step-says-hello" in page.inner_text("#log")

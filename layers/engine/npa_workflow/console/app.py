@@ -25,6 +25,7 @@ import json
 import secrets
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -54,11 +55,13 @@ class Console:
     def __init__(self, source: Any, *, assume_minutes: float = 0.0, hosts: list[str] | None = None) -> None:
         self.source = source
         self.assume_minutes = assume_minutes
-        self.hosts = hosts or ["127.0.0.1", "localhost", "[::1]"]
+        self.hosts = hosts or ["127.0.0.1", "localhost"]  # it listens on IPv4 loopback only
         self.secret = secrets.token_bytes(32)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
                                trim_blocks=True, lstrip_blocks=True)
-        self.env.globals.update(status_class=views.status_class, duration=views.duration_text)
+        from npa_workflow.cli.cost import usd
+
+        self.env.globals.update(status_class=views.status_class, duration=views.duration_text, usd=usd)
         self._specs: dict[str, views.SpecView | None] = {}  # run id → its spec's view (a run's spec is frozen)
         self.notices: dict[str, str] = {}  # run id → what the last action said
         self.hub = Hub(source, self.render_update)
@@ -142,7 +145,7 @@ class Console:
             for row in shown:
                 row["duration"] = views.duration_text(views.seconds_between(
                     row.get("started_at"), row.get("ended_at") or None,
-                    views.datetime.now(views.UTC) if row["status"] == "RUNNING" else None))
+                    datetime.now(UTC) if row["status"] == "RUNNING" else None))
                 row["current"] = ", ".join(self.source.current_states(row["run_id"])) \
                     if row["status"] == "RUNNING" else ""
 
@@ -330,6 +333,9 @@ class Console:
                 self.notices[run_id] = f"{action}: done"
             except ActionRefused as exc:
                 self.notices[run_id] = f"{action} failed: {exc}"
+            poke = getattr(self.source, "poke", None)
+            if poke is not None:  # the outcome is shown live (a polled source shows it at its next read)
+                poke(run_id)
 
         threading.Thread(target=do, name=f"console-{action}-{run_id}", daemon=True).start()
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
@@ -346,5 +352,4 @@ class Console:
             Route("/runs/{run_id}/{action}", self.act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
-        hosts = [h.strip("[]") for h in self.hosts] + self.hosts
-        return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
+        return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=self.hosts)])

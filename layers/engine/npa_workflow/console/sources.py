@@ -60,6 +60,7 @@ class LocalSource(_Counting):
         self.home = Path(home)
         self._rows: dict[str, tuple[int, dict[str, str]]] = {}  # run id → (meta.json mtime_ns, its row)
         self._followers: dict[str, Any] = {}
+        self._specs: dict[str, Any] = {}
 
     def describe(self) -> str:
         return f"local runs under {self.home / 'runs'}"
@@ -127,9 +128,9 @@ class LocalSource(_Counting):
         report = follower.report()
         if report is None:
             return None
-        if follower._loaded is None:  # an ended run's report came from report.json: its spec, once
-            follower._loaded = local_run_spec(run_dir)
-        return RunData(report, follower._loaded)
+        if run_id not in self._specs:  # the graph's spec, once per run (its file as the run's meta.json names it)
+            self._specs[run_id] = local_run_spec(run_dir)
+        return RunData(report, self._specs[run_id])
 
     def log_sources(self, run_id: str) -> list[Any]:
         from npa_workflow.cli.logs import local_run_sources
@@ -185,9 +186,11 @@ class StackSource(_Counting):
     def item_listener(self, table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
         """For `DurableAws.item_written`: runs inside moto's write lock, so it only bumps a counter."""
         pk = str(key.get("pk", {}).get("S", ""))
-        if not pk.startswith(RUN_PK_PREFIX):
-            return
-        run_id = pk[len(RUN_PK_PREFIX):]
+        if pk.startswith(RUN_PK_PREFIX):
+            self.poke(pk[len(RUN_PK_PREFIX):])
+
+    def poke(self, run_id: str) -> None:
+        """The run's page must be read again (a ledger write, or an action's outcome to show)."""
         with self._changed:
             self._versions[run_id] = self._versions.get(run_id, 0) + 1
             self._changed.notify_all()
