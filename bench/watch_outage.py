@@ -13,8 +13,8 @@ possibly lost reap), and counted per call.
 Scenarios (each in its own process; a pass still running at the watch function's 120 s timeout is cut there, as
 Lambda kills it, and counted as it stood):
 - load: three passes a minute apart (a cold clock: every token due; then none; then all again);
-- outage: a healthy pass, then SkyPilot down (connections refused) for `--outage-minutes` passes a minute apart,
-  then back.
+- outage: SkyPilot down (connections refused) from the first pass on, for `--outage-minutes` passes a minute
+  apart (the first with a cold clock: every token due), then back.
 
 `--code DIR` runs the engine of another checkout (`git worktree add /tmp/watch-main main`): the baseline.
 
@@ -155,7 +155,7 @@ def child(args: argparse.Namespace) -> None:
         context = LambdaContext(function_name="watch", function_version="$LATEST",
                                 invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:watch",
                                 memory_limit_in_mb=512, timeout_seconds=TIMEOUT_SECONDS, log_group_name="/aws/lambda/w")
-        plan = ["up", "up", "up"] if args.scenario == "load" else (["up"] + ["down"] * args.outage_minutes + ["up"])
+        plan = ["up", "up", "up"] if args.scenario == "load" else (["down"] * args.outage_minutes + ["up"])
         tokens = [f"token-{i}" for i in range(args.waves)]
         for minute, state in enumerate(plan):
             if state == "down":
@@ -167,8 +167,10 @@ def child(args: argparse.Namespace) -> None:
             row = {"minute": minute, "skypilot": state, "due": due, "pending": args.pending}
             cut = Cut(counts, double, row)
             context._deadline = time.monotonic() + TIMEOUT_SECONDS  # a fresh invocation each minute
-            handler({"id": f"tick-{minute}", "source": "aws.events"}, context)
+            result = handler({"id": f"tick-{minute}", "source": "aws.events"}, context)
             cut.done.set()
+            if "due" in result:  # the pass's own count, at its start (this checkout's watch reports it)
+                cut.row["due"] = result["due"]
             print(json.dumps(cut.line(False)), flush=True)
             with clock._lock:  # a simulated minute of the schedule before the next tick
                 for token in list(clock._last):
@@ -181,18 +183,21 @@ def main() -> None:
     parser.add_argument("--waves", type=int, default=10_000)
     parser.add_argument("--pending", type=int, default=3_000)
     parser.add_argument("--outage-minutes", type=int, default=10)
-    parser.add_argument("--scenario", choices=("load", "outage"), default=None)
+    parser.add_argument("--scenario", choices=("load", "outage"), default=None, help="(internal: one child)")
+    parser.add_argument("--only", action="append", choices=("load", "outage"), help="run only this scenario")
+    parser.add_argument("--baseline-only", action="store_true", help="with --code: skip this checkout")
     args = parser.parse_args()
     if args.scenario:
         child(args)
         return
-    versions = ([("main", Path(args.code).resolve())] if args.code else []) + [("now", ROOT)]
+    versions = ([("main", Path(args.code).resolve())] if args.code else []) + ([] if args.baseline_only else
+                                                                               [("now", ROOT)])
     print(f"{args.waves} waves in {RUNS} runs, {args.pending} launches pending, SkyPilot answers in "
           f"{LATENCY * 1000:.0f} ms; budget {TIMEOUT_SECONDS:.0f} s (the watch function's timeout)")
     print(f"{'code':<6}{'scenario':<9}{'min':>4} {'skypilot':<9}{'due':>7}{'sent':>7}{'sent/due':>9}{'failed':>7}"
           f"{'calls/pending':>14}{'pass s':>8}  cut at timeout")
     for label, code in versions:
-        for scenario in ("load", "outage"):
+        for scenario in args.only or ("load", "outage"):
             env = dict(os.environ, PYTHONPATH=f"{code / 'layers' / 'engine'}{os.pathsep}{code}")
             out = subprocess.run([sys.executable, __file__, "--scenario", scenario, "--waves", str(args.waves),
                                   "--pending", str(args.pending), "--outage-minutes", str(args.outage_minutes)],

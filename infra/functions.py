@@ -282,6 +282,7 @@ class EngineFunctions(Construct):
                 logging_format=lambda_.LoggingFormat.JSON,
                 timeout=Duration.seconds(spec.timeout_seconds),
                 memory_size=spec.memory_mb,
+                reserved_concurrent_executions=spec.reserved_concurrency,  # protocol/functions.py: why and how much
                 tracing=lambda_.Tracing.ACTIVE,
                 environment={
                     **environment,

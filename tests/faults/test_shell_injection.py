@@ -81,6 +81,7 @@ def test_a_local_run_echoes_every_hostile_var_literally_and_runs_none(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert report["status"] == "SUCCEEDED"
+    assert 0 < report["elapsed_seconds"] < 120  # the runtime's monotonic measure of the run, not wall-clock stamps
     [wave] = report["waves"]
     log = (tmp_path / "home" / "jobs" / f"{wave['job_id']}.log").read_text()
     assert log == expected_output(VALUES)

@@ -290,3 +290,20 @@ def test_the_launch_timeout_holds_its_call_budget_and_the_exchange_in_flight(
     launch_handler.handler({"run_id": "r-1", "state": "train", "token": "t"}, Context())
     [left] = opened
     assert left is not None and table.LAUNCH_CALL_BUDGET_SECONDS - 1 < left <= table.LAUNCH_CALL_BUDGET_SECONDS
+
+
+def test_the_control_functions_reserve_concurrency_a_launch_fan_out_cannot_take(default_synth: Synth) -> None:
+    """Lambda: ReservedConcurrentExecutions both guarantees and caps a function's concurrency, and an account (1,000
+    by default) keeps at least 100 unreserved. A 10,000-member Distributed Map's launches take the unreserved pool;
+    the control functions keep theirs, and launch still has most of the account."""
+    from npa_workflow.protocol import functions as table
+
+    functions = _functions(default_synth)
+    for slot in table.FUNCTIONS:
+        assert functions[slot.name].get("ReservedConcurrentExecutions") == slot.reserved_concurrency, slot.name
+    assert "ReservedConcurrentExecutions" not in functions["launch"]  # the fan-out shares the unreserved pool
+    for name in ("inbox", "decide", "trigger", "cleanup", "reap"):
+        assert functions[name]["ReservedConcurrentExecutions"] >= 1, name
+    reserved = sum(slot.reserved_concurrency or 0 for slot in table.FUNCTIONS)
+    assert table.ACCOUNT_CONCURRENCY - reserved >= table.MIN_UNRESERVED_CONCURRENCY
+    assert table.ACCOUNT_CONCURRENCY - reserved >= 900  # launch keeps nine tenths of a default account

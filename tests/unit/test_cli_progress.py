@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from npa_workflow.cli.progress import error_sentence, live_table, print_summary, run_duration
+from npa_workflow.cli.progress import duration, error_sentence, live_table, print_summary, run_duration
 
 JOB = "local-0123456789abcdef"
 
@@ -202,3 +202,15 @@ def test_line_progress_labels_a_state_after_a_loop_without_the_loops_counter(cap
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("gate [refine=2] attempt 1: SUCCEEDED")
     assert lines[1].endswith("] route attempt 1: RUNNING")
+
+
+def test_a_local_runs_duration_is_its_monotonic_measure_not_the_wall_clocks():
+    """A wall clock set back (or forward) 2 h during a run printed `SUCCEEDED in 7200.0s`."""
+    doc = report(elapsed_seconds=3.2)
+    doc["waves"] = [{**doc["waves"][0], "started_at": "2026-01-01T10:00:00Z", "ended_at": "2026-01-01T12:00:00Z"}]
+    assert "SUCCEEDED in 3.2s" in shown(doc)
+
+
+def test_a_wave_whose_end_stamp_is_before_its_start_shows_no_duration():
+    assert duration("2026-01-01T12:00:00Z", "2026-01-01T10:00:00Z") == ""
+    assert duration("2026-01-01T10:00:00Z", "2026-01-01T10:00:02Z") == "2.0s"

@@ -60,6 +60,30 @@ def test_every_lambda_task_retries_the_lambda_service_errors_first_with_backoff(
     assert not {"Wave.ConfigurationFailed", "Wave.Cancelled"} & retried  # retrying cannot fix these
 
 
+def test_a_throttled_ten_thousand_member_fan_out_is_delayed_not_failed():
+    """Lambda answers TooManyRequestsException past the account's concurrency (1,000 by default); a Distributed Map
+    (MaxConcurrency up to 10,000) asks for 10,000 launches at once. The launch retrier's window (its delays, capped
+    at MaxDelaySeconds, summed over MaxAttempts) must outlast draining them through the unreserved pool with every
+    launch taking 40 s (SkyPilot takes 10-40 s to accept a launch), even with full jitter halving the waits; the
+    group's Map keeps ToleratedFailureCount 0 for real failures."""
+    from npa_workflow.compile.asl import DISTRIBUTED_MAX_CONCURRENCY, LAMBDA_RETRY
+    from npa_workflow.protocol import functions as table
+
+    delays = [min(LAMBDA_RETRY["IntervalSeconds"] * LAMBDA_RETRY["BackoffRate"] ** n, LAMBDA_RETRY["MaxDelaySeconds"])
+              for n in range(LAMBDA_RETRY["MaxAttempts"])]
+    unreserved = table.ACCOUNT_CONCURRENCY - sum(slot.reserved_concurrency or 0 for slot in table.FUNCTIONS)
+    drain_seconds = DISTRIBUTED_MAX_CONCURRENCY / unreserved * 40
+    assert sum(delays) / 2 > drain_seconds, (sum(delays), drain_seconds)
+    big = compiled(ALL_KINDS, inline_map_limit=1)  # its group as a Distributed Map
+    maps = [s for s in all_states(big.definition).values() if s["Type"] == "Map"
+            and s["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"]
+    assert maps and all(m["ToleratedFailureCount"] == 0 for m in maps)
+    for m in maps:
+        launch = next(t for t in m["ItemProcessor"]["States"].values() if t.get("Type") == "Task"
+                      and t["Parameters"]["FunctionName"] == "${LaunchFunctionArn}")
+        assert launch["Retry"][0] == LAMBDA_RETRY
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_retry_lambda_service_errors_everywhere(path: Path):
     for name, task in lambda_tasks(compile_spec(load_spec(path), CompileOptions()).definition).items():

@@ -21,6 +21,7 @@ from npa_workflow.engine.context import Engine
 from npa_workflow.engine.launch import launch
 from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.ledger import DynamoLedger, RunRecord
+from npa_workflow.local.gang import NODE_VARIABLES
 from npa_workflow.local.job_environment import base_environment
 from npa_workflow.local.job_executor import LocalJobExecutor
 from npa_workflow.plan.planner import build_plan
@@ -32,8 +33,9 @@ SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
 EXAMPLES = sorted(SPECS_DIR.glob("*.yaml"))
 EXAMPLES = [p for p in EXAMPLES if p.name != "tools.yaml"]
 JOB_ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_DEFAULT_REGION": "us-east-1"}
-# What a local job has beyond the task's envs: the executor's own markers (its job id and name)
-LOCAL_MARKERS = {"NPA_LOCAL_JOB_ID", "NPA_LOCAL_JOB_NAME"}
+# What a local job has beyond the task's envs: the executor's own markers (its job id and name), and the node
+# variables SkyPilot's runtime sets on every node (not in the task document either)
+LOCAL_MARKERS = {"NPA_LOCAL_JOB_ID", "NPA_LOCAL_JOB_NAME", *NODE_VARIABLES}
 
 
 class EnvironmentDumping(LocalJobExecutor):

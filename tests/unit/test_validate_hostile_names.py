@@ -126,3 +126,19 @@ def test_an_empty_region_variable_is_unset_and_a_real_one_kept():
     env = {"AWS_REGION": "eu-west-1"}
     forget_blank_regions(env)
     assert env == {"AWS_REGION": "eu-west-1"}
+
+
+# --- large groups ---------------------------------------------------------------------------
+def test_a_group_above_the_member_limit_is_refused_and_one_at_it_accepted(load, spec_error):
+    from npa_workflow.spec.validate import MAX_GROUP_MEMBERS
+
+    def spec(n: int) -> str:
+        members = ", ".join(f"m{i}" for i in range(n))
+        body = "".join(f"  m{i}: {{run: {{shell: x}}}}\n" for i in range(n))
+        return f"states:\n  g: {{parallel: [{members}], next: done}}\n{body}  done: {{terminal: true}}\n"
+
+    load(spec(MAX_GROUP_MEMBERS))
+    [problem] = spec_error(spec(MAX_GROUP_MEMBERS + 1)).problems
+    assert problem.path == "states.g.parallel"
+    assert f"has {MAX_GROUP_MEMBERS + 1:,} members, over the {MAX_GROUP_MEMBERS:,}" in problem.message
+    assert "split it" in problem.hint

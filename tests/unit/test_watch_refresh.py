@@ -9,17 +9,21 @@ when AWS throttles and the SDK's retries are spent."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
 import pytest
+import test_engine_functions as base
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 from rich.console import Console
 
 from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.cli.progress import live_table, print_summary
+from npa_workflow.engine.launch import launch
 from npa_workflow.engine.runs import RunOptions, RunStore
+from npa_workflow.engine.watch import watch_pass
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus, WaveStatus
 from npa_workflow.stack_client import StackClient
 
@@ -160,3 +164,55 @@ def test_a_throttled_history_read_is_reported_not_shown_as_zero_events(stack):
     print_summary(report, console)
     text = console.export_text()
     assert "history not read: GetExecutionHistory was throttled" in text and "0 history events" not in text
+
+
+def test_submit_wait_polls_the_run_item_and_describes_the_execution_only_now_and_then(stack):
+    sfn = stack.executions.client
+    arn = sfn.create_state_machine(name="w", roleArn="arn:aws:iam::123456789012:role/sfn", definition=json.dumps(
+        {"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}))["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, name="r1")["executionArn"]
+    stack.ledger.update_run_status("r1", RunStatus.RUNNING, execution_arn=execution)
+    calls = recorder(stack)
+    polls = iter(range(100))
+
+    def the_reap_records_the_end(model, **_):  # the 5th read of the run: the stack's reap has recorded the end
+        if model.name == "GetItem" and next(polls) == 4:
+            stack.ledger.update_run_status("r1", RunStatus.SUCCEEDED)
+
+    stack.ledger.client.meta.events.register("before-call.dynamodb.GetItem", the_reap_records_the_end)
+    assert stack.wait("r1", poll=0.01, describe_every=60).status == RunStatus.SUCCEEDED
+    reads = [c for c in calls if c != "UpdateItem"]
+    assert reads == ["GetItem", "DescribeExecution"] + ["GetItem"] * 4
+
+
+engine = base.engine  # moto S3 + DynamoDB in-process, real subprocess jobs (test_engine_functions)
+
+
+def test_a_watch_pass_notes_each_run_whose_waves_it_wrote_once(engine):
+    base.start(engine, "a")
+    base.start(engine, "quiet")
+    engine.store.put("s3://data/out/1.txt", b"ok")
+    launch(engine, {"run_id": "a", "state": "work", "loops": {"l1": 1}, "token": "ta"})
+    engine.ledger.note_changes()  # what the launch noted (the local runtime shares its ledger with the watch)
+    writes: list[str] = []  # the UpdateItems of RUN items, by run
+
+    def run_item_write(params, **_):
+        if params["Key"]["sk"]["S"] == "RUN":
+            writes.append(params["Key"]["pk"]["S"])
+
+    engine.ledger.client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", run_item_write)
+    per_pass = []
+    for _ in range(200):  # passes until the job's end completes the token
+        before = len(writes)
+        watch_pass(engine)
+        per_pass.append(writes[before:])
+        if engine.callbacks.outcomes("ta"):
+            break
+        time.sleep(0.1)
+    assert engine.callbacks.outcomes("ta")[0][0] == "succeed"
+    assert all(w in ([], ["RUN#a"]) for w in per_pass)  # at most one write a pass, and only for the run it changed
+    assert per_pass[-1] == ["RUN#a"]  # the pass that ended the wave
+    assert engine.ledger.get_run("a").changes == 1 + writes.count("RUN#a")
+    assert engine.ledger.get_run("quiet").changes == 0
+    watch_pass(engine)
+    assert len(writes) == sum(map(len, per_pass))  # a pass that wrote nothing notes nothing

@@ -23,6 +23,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -111,6 +112,18 @@ class StackClient:
         return cls(session, bucket=bucket or outputs[stack_outputs.BUCKET_NAME],
                    ledger_table=ledger_table or outputs.get(stack_outputs.LEDGER_TABLE_NAME, ""), outputs=outputs)
 
+    def serve_home(self) -> Path | None:
+        """A local `serve` stack's home, as it publishes it (`protocol.stack.SERVE_HOME_KEY`): where its jobs'
+        records and logs are, whatever folder this client runs in. None: not a serve stack, or an older one."""
+        if not self.endpoint_url:
+            return None
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=stack_outputs.SERVE_HOME_KEY)["Body"].read()
+            home = json.loads(body).get("home")
+        except Exception:  # noqa: BLE001 - unknown: the caller falls back to its own home and says so
+            return None
+        return Path(home) if isinstance(home, str) and home else None
+
     @property
     def ledger(self) -> DynamoLedger:
         if not self.ledger_table:
@@ -176,14 +189,22 @@ class StackClient:
         except Exception:  # noqa: BLE001 - gone, or a service error (denied, throttled): the ledger's status then
             return record.status.value
 
-    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
-        """Until the run's status in the ledger is terminal (the stack records it when the execution ends)."""
+    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5,
+             describe_every: float = 10.0) -> RunRecord:
+        """Until the run's status in the ledger is terminal (the stack records it when the execution ends: the reap
+        of its status-change event). Each poll is one GetItem; the execution is described at most every
+        `describe_every` seconds, for a SUCCEEDED whose event is late or lost."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        described = float("-inf")
         while True:
             record = self.run(run_id)
             if record.status != RunStatus.RUNNING:
                 return record
-            execution = self.execution_status(record)
+            if time.monotonic() - described < describe_every:
+                execution = "RUNNING"
+            else:
+                described = time.monotonic()
+                execution = self.execution_status(record)
             if execution in TERMINAL and execution != "SUCCEEDED":
                 pass  # the stack's reap records why: wait for it
             elif execution == "SUCCEEDED":  # a cloud stack records no SUCCEEDED in the ledger
@@ -236,8 +257,10 @@ class StackClient:
             # This run's open attempts (a consistent read of its own partition), not the stack-wide active index
             # read in full every poll: at thousands of active waves that is pages per poll, for up to a minute.
             active = self.ledger.open_attempts(run_id)
-            # A stopped execution ends ABORTED: wait for the stack's reap to record that (not a passing status).
-            settled = not stopped or record.status == RunStatus.ABORTED
+            # A cancelled run ends ABORTED: wait for the stack to record that (a FAILED its cleanup wrote before
+            # it saw the cancel is a passing status, rewritten ABORTED), unless the run had ended before the cancel.
+            settled = record.status == RunStatus.ABORTED or (
+                record.status != RunStatus.RUNNING and (record.ended_at or "") < requested_at)
             if record.status != RunStatus.RUNNING and not active and settled:
                 break
             if time.monotonic() >= deadline:
@@ -247,8 +270,10 @@ class StackClient:
         cancelled = [w.job_id for w in self.ledger.attempts(run_id)
                      if w.status == WaveStatus.CANCELLED and w.job_id
                      and ((w.wave_key, w.attempt) in open_now or (w.ended_at or "") >= requested_at)]
+        # A run the cancel ended is ABORTED (engine.cleanup records it so in every interleaving); any other end
+        # came first.
         return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": cancelled,
-                "cancelled": record.status in (RunStatus.ABORTED, RunStatus.FAILED) and (stopped or bool(cancelled))}
+                "cancelled": record.status == RunStatus.ABORTED}
 
     def _stop(self, execution_arn: str) -> bool:
         return self.executions.stop(execution_arn, RUN_CANCELLED, "cancelled with npa-workflow cancel")

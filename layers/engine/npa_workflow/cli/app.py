@@ -101,4 +101,14 @@ def main() -> None:
 
     forget_blank_regions()  # `AWS_REGION=""` is unset, not a region named ""
     command = sys.argv[1] if len(sys.argv) > 1 else ""
-    build_app([command] if command in COMMANDS else None)()
+    try:
+        build_app([command] if command in COMMANDS else None)()
+    except Exception as exc:
+        # A full disk, a read-only home, a damaged state file: what the disk did, in one line (no traceback).
+        from npa_workflow.storage_errors import storage_problem_in
+
+        problem = storage_problem_in(exc)
+        if problem is None:
+            raise
+        sys.stderr.write(f"npa-workflow {command or ''}: error: {problem}\n".replace("  ", " "))
+        sys.exit(1)

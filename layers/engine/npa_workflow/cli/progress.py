@@ -63,12 +63,19 @@ def duration(start: str | None, end: str | None) -> str:
     if begin is None:
         return ""
     finish = _epoch(end) or time.time()
-    return f"{max(finish - begin, 0.0):.1f}s"
+    if finish < begin:  # the clock went back between the two stamps: no duration rather than a false one
+        return ""
+    return f"{finish - begin:.1f}s"
 
 
 def run_duration(report: dict[str, Any]) -> str:
-    """From the first wave's start to the last one's end (or now, while running), of the report's execution: a
-    resumed run's replayed waves, and those of its earlier executions, ran before it started."""
+    """A local run's own monotonic measure once it ended (`elapsed_seconds`: a wall clock set back or forward
+    during the run does not count), else from the first wave's start to the last one's end (or now, while
+    running), of the report's execution: a resumed run's replayed waves, and those of its earlier executions,
+    ran before it started."""
+    elapsed = report.get("elapsed_seconds")
+    if isinstance(elapsed, int | float) and not isinstance(elapsed, bool) and report.get("status") != "RUNNING":
+        return f"{elapsed:.1f}s"
     since = report.get("execution_started_at") or ""
     waves = [w for w in report.get("waves", []) if not w.get("replayed")
              and (w.get("submitted_at") or w.get("started_at") or "") >= since]

@@ -284,6 +284,13 @@ def run_command(
         _err("npa-workflow run: interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - a bug of ours: one line for the user, the traceback in a file
+        from npa_workflow.storage_errors import storage_problem_in
+
+        hint = f"npa-workflow run {spec} --resume --run-id {runtime.run_id}" if runtime.run_id else ""
+        problem = storage_problem_in(exc, hint, runtime.home)
+        if problem is not None:  # the disk, not us: one line, the run left resumable
+            _err(f"npa-workflow run: error: {problem}")
+            raise typer.Exit(1) from None
         _err(f"npa-workflow run: internal error: {type(exc).__name__}: {exc}")
         _err(f"  (the traceback is in {_save_traceback(exc)}; please report it)")
         raise typer.Exit(1) from None

@@ -430,9 +430,12 @@ def status_command(
     else:
         from npa_workflow.cli.logs import log_lines, logs_home
 
+        home = logs_home()
+        if endpoint:  # a serve stack's logs are under its home, wherever this client runs
+            home = _on_stack("status", lambda client: client.serve_home(), endpoint, stack, bucket, region) or home
         console = Console(soft_wrap=True)
         print_summary(report, console)
-        for line in log_lines(report, logs_home()):
+        for line in log_lines(report, home):
             console.print(line, highlight=False)
         console.print(f"(npa-workflow logs {run} [STATE] [--iteration N] prints a step's output)", highlight=False)
 

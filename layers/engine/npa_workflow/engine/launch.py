@@ -115,7 +115,7 @@ def _submit(
     # catalog's env, the identity of protocol.environment, the engine's job env); secrets travel by name.
     request = JobRequest(
         name=name, step=step, task_yaml=launch_yaml(name, task), env=dict(task["envs"]), secret_names=secret_names,
-        workdir=_workdir(run),
+        workdir=_workdir(run), code_uri=run.options.code_uri,
     )
     try:
         submission = engine.executor.submit(request)

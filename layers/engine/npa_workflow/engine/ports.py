@@ -42,6 +42,7 @@ class JobRequest:
     env: Mapping[str, str]  # engine variables for the job (run id, state, attempt, AWS endpoint locally)
     secret_names: tuple[str, ...] = ()
     workdir: Path | None = None  # local jobs run here (the spec's folder)
+    code_uri: str = ""  # the run's staged code (render.code): a local job starts in a checkout of it, as a task does
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,20 @@ A wave succeeds only when its job succeeded *and* every declared output exists a
 non-empty. Every transition goes through the ledger's conditional finish, so the watch pass,
 cleanup and reap can race without completing a token twice.
 
+Order (docs/cloud.md, "The watch under load and outages"; bench/watch_outage.py): every due heartbeat
+first, from the ledger alone — a slow or unreachable SkyPilot never delays one; then the scheduler round
+(capped reconciles, the one batched observation) under a share of the budget; then what it showed,
+recorded wave by wave; then the cancels and reaps the heartbeats found due. The whole pass runs inside
+`engine.budget.within()`; with a budget it holds the ledger's watch lease, so ticks never overlap.
+
 Scale (docs/cloud.md, bench/watch_scale.py): after the one executor call, each wave is tended on
 a thread pool (boto3 clients are thread-safe), finished waves first; the pass stops taking new work
 when its budget (the Lambda's remaining time, less a margin) runs out and leaves the rest to the next
 tick. A wave costs calls only when something changed: the ledger is written when its status or job
 id changes, a heartbeat is sent when one is due (`heartbeat_every_seconds`), not every tick; a wave
 needing no call is counted without a trip through the pool, and the active-index Query reads only
-`WATCH_FIELDS`. A lost reap is handled once per run per pass (`_Pass.orphaned`), and so is a cancel whose
-StopExecution never came (`_Pass.finish_cancel`, read only when a heartbeat is due).
+`WATCH_FIELDS`. A lost reap is handled once per run per pass (`_Pass.orphan_check`, `_Pass.reap_run`), and so
+is a cancel whose StopExecution never came (`_Pass.finish_cancel`, read only when a heartbeat is due).
 
 Isolation: one wave's failure never stops the pass. An output the watch role cannot read (S3 403)
 fails that wave alone as `Wave.ConfigurationFailed`, naming the URI and the missing permission; any
@@ -78,6 +84,7 @@ class WatchReport:
     failed: list[str] = field(default_factory=list)
     triggers_completed: int = 0
     heartbeats: int = 0
+    due: int = 0  # tokens whose heartbeat was due when the pass began (every one is beaten, budget permitting)
     deferred: int = 0  # waves left to the next tick: the pass ran out of budget
     errors: list[str] = field(default_factory=list)  # one line per wave whose tending failed
     reaped: list[str] = field(default_factory=list)  # runs whose ended execution still had jobs (reap missed)
@@ -204,6 +211,7 @@ class _Pass:
         self.clock.keep_only({w.task_token for w in waves if w.task_token})
         at = self.now()
         due = [w for w in waves if w.task_token and self.clock.due(w.task_token, self.heartbeat_every, at)]
+        self.report.due = len(due)
         _pool_each(due, self.heartbeat, workers)
         with budget.within(self.left() * SCHEDULER_SHARE) if self.deadline is not None else contextlib.nullcontext():
             waves = self.reconcile_some(waves)

@@ -23,9 +23,9 @@ _UNSAFE = re.compile(r"[^a-z0-9_-]")
 
 def job_label(text: str) -> str:
     """The readable, scheduler-safe form of `text` (deterministic; see the module doc)."""
-    folded = unicodedata.normalize("NFKC", text)
-    visible = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
-    return _UNSAFE.sub("-", visible.lower())
+    if not text.isascii():  # ASCII is its own NFKC form and holds no format (Cf) character
+        text = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    return _UNSAFE.sub("-", text.lower())
 
 
 def _suffix_patterns(loop_names: list[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -39,18 +39,20 @@ def _suffix_patterns(loop_names: list[str]) -> tuple[re.Pattern[str], re.Pattern
 def job_name_collisions(states: Mapping[str, State]) -> list[Problem]:
     """Every pair of job-running states whose job names can be equal: the same label, or one label that
     is another's plus a loop round or retry suffix (`train-a2` is `train`'s second attempt)."""
-    runners = [name for name, st in states.items() if st.has_command]
+    labels = {name: job_label(name) for name, st in states.items() if st.has_command}
     raw: dict[str, str] = {}
     cut: dict[str, str] = {}  # the label without trailing `-`, as a first attempt outside loops is named
     problems: list[Problem] = []
-    for name in runners:
-        raw.setdefault(job_label(name), name)
-        first = cut.setdefault(job_label(name).rstrip("-"), name)
+    for name, label in labels.items():
+        raw.setdefault(label, name)
+        first = cut.setdefault(label.rstrip("-"), name)
         if first != name:
             problems.append(_collision(name, first, "the same job name as state '{other}'"))
     with_counters, retry = _suffix_patterns([name for name, st in states.items() if st.loop is not None])
-    for name in runners:
-        label = job_label(name).rstrip("-")
+    for name, full in labels.items():
+        label = full.rstrip("-")
+        if "-" not in label:
+            continue
         for at in (i for i, ch in enumerate(label) if ch == "-"):
             head, rest = label[:at], label[at:]
             other = (raw.get(head) if with_counters.fullmatch(rest) else None) or \

@@ -166,6 +166,8 @@ def resolve_text(text: str, ctx: TokenContext) -> str:
 def resolve_shell(text: str, ctx: TokenContext) -> str:
     """`resolve_text` for a `run.shell` script: each value is quoted as one shell word where it sits
     (`|raw`: as is). Raises TokenError when a value cannot be put at its place safely."""
+    if "{{" not in text:  # nothing to put in: the script is as written
+        return text
     scanner, out, end = ShellScanner(), [], 0
     try:
         for match in TOKEN_RE.finditer(text):

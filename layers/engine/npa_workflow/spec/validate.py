@@ -40,6 +40,9 @@ from npa_workflow.spec.tokens import (
 )
 
 MAX_CONCURRENCY_LIMIT = 64
+# The largest group a run is known to finish (2,000 members: locally in ~5 min). At 10,000 every member's launch
+# re-read a 400 KB frozen spec while 64 others did, past the 10 s parse bound: the group failed, launching nothing.
+MAX_GROUP_MEMBERS = 2_000
 MAX_NUM_NODES = 32
 TOP_LEVEL_KEYS = known_keys(Spec)
 METADATA_KEYS = known_keys(Metadata)
@@ -176,6 +179,7 @@ def validate_document(
     """`allow_unknown_keys` turns unknown keys into warnings; `strict` turns every warning into an error."""
     if not isinstance(raw, dict):
         raise SpecError.single("$", f"spec must be a mapping, got {yaml_type(raw)}", "start with 'apiVersion:'", file)
+    _refuse_skypilot_task(raw, file)
     c = _Collector(file, allow_unknown_keys)
     if overrides:
         _check_overrides(raw, overrides, catalog, c)
@@ -215,10 +219,14 @@ def validate_document(
         _check_graph(states, c)
         for problem in job_name_collisions(states):
             c.add(problem)
+        _check_group_sizes(states, c)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
             _check_followed(states, initial, c)
 
+    _no_catalog_said_once(c)
+    if overrides:
+        _name_the_vars(c, raw, overrides)
     if strict:
         c.items = [Problem(p.path, p.message, p.hint, "error", p.file) for p in c.items]
     if c.errors:
@@ -517,6 +525,15 @@ def _check_if(expr: str, config: Mapping[str, Any], path: str, c: _Collector) ->
                 "use true/false, yes/no, on/off or 1/0")
 
 
+def _check_group_sizes(states: dict[str, State], c: _Collector) -> None:
+    for name, st in states.items():
+        if len(st.parallel) > MAX_GROUP_MEMBERS:
+            c.error(join("states", name, "parallel"),
+                    f"group '{name}' has {len(st.parallel):,} members, over the {MAX_GROUP_MEMBERS:,} a run is known "
+                    "to finish", f"split it into groups of at most {MAX_GROUP_MEMBERS:,} run one after the other, "
+                    "or into several runs")
+
+
 def _check_group(
     name: str, st: State, states: dict[str, State], names: list[str], run_ctx: RunContext, c: _Collector
 ) -> None:
@@ -630,12 +647,13 @@ def _check_executable(
 
 def _check_text(
     text: str, path: str, ctx: TokenContext, c: _Collector, forbidden: Mapping[str, str] | None = None,
-    prefix: str = "",
+    prefix: str = "", suspicious: bool = True,
 ) -> bool:
-    """Report token-shaped text that is not a token, tokens of a `forbidden` scope (scope -> where)
-    and every token that does not resolve. Returns True when the text is clean."""
+    """Report token-shaped text that is not a token (unless `suspicious` is off: a tool's text, reported against
+    its catalog), tokens of a `forbidden` scope (scope -> where) and every token that does not resolve. Returns
+    True when the text is clean."""
     clean = True
-    for raw, hint in find_suspicious(text):
+    for raw, hint in find_suspicious(text) if suspicious else ():
         c.error(path, f"unrecognised token {raw}", hint)
         clean = False
     for match in TOKEN_RE.finditer(text):
@@ -688,6 +706,7 @@ def _check_tokens(
     tool = catalog.get(st.tool_ref) if st.tool_ref else None
     if tool is not None:
         texts += [(join(p, "toolRef"), t, f"tool '{st.tool_ref}': ") for t in tool.argv]
+        _check_tool_argv(st.tool_ref or "", tool.argv, catalog, c)
     elif st.run is not None and not st.tool_ref:
         if st.run.argv:
             texts += [(join(p, "run", "argv", i), t, "") for i, t in enumerate(st.run.argv)]
@@ -698,7 +717,7 @@ def _check_tokens(
     ctx = TokenContext(config=eff, run=run_ctx.run, loops=loops, tolerate_unknown_state=True)
     for path, text, prefix in texts:
         _check_state_refs(text, path, states, names, c)
-        if _check_text(text, path, ctx, c, prefix=prefix) and path.endswith(".run.shell"):
+        if _check_text(text, path, ctx, c, prefix=prefix, suspicious=not prefix) and path.endswith(".run.shell"):
             _check_shell_quoting(text, path, ctx, c)
     if st.trigger is not None:
         _check_trigger(name, st, TokenContext(config=eff, run=run_ctx.run, loops=loops), run_ctx, c)
@@ -710,6 +729,15 @@ def _check_shell_quoting(text: str, path: str, ctx: TokenContext, c: _Collector)
         resolve_shell(text, ctx)
     except TokenError as exc:
         c.error(path, exc.message, exc.hint)
+
+
+def _check_tool_argv(ref: str, argv: list[str], catalog: Catalog, c: _Collector) -> None:
+    """Token-shaped text in a tool's argv is the catalog's mistake: said once, at its place in the catalog file,
+    however many states use the tool (the collector keeps one of equal problems)."""
+    for i, text in enumerate(argv):
+        for raw, hint in find_suspicious(text):
+            c.add(Problem(f"tools.{ref}.argv[{i}]", f"unrecognised token {raw}", hint, "error",
+                          catalog.source or "the tool catalog"))
 
 
 def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
@@ -868,3 +896,57 @@ def _check_followed(states: dict[str, State], initial: str | None, c: _Collector
         c.warn(join("states", name), f"no path from the initial state '{initial}' reaches '{name}': it never runs",
                "reach it with a next, a transition's goto or a sequence/parallel list (an edge that is followed), "
                "or remove it")
+
+
+# SkyPilot task keys that a workflow spec never has at its top level (its `run` is a mapping, a task's a string)
+_SKYPILOT_TASK_KEYS = ("setup", "file_mounts", "num_nodes", "envs", "secrets", "service")
+
+
+def _refuse_skypilot_task(raw: dict[str, Any], file: str) -> None:
+    """A SkyPilot task YAML given where a workflow spec goes gets one line, not one per workflow field it lacks."""
+    if "apiVersion" in raw or "states" in raw:
+        return
+    if isinstance(raw.get("run"), str) or any(key in raw for key in _SKYPILOT_TASK_KEYS):
+        raise SpecError.single("$", "this is a SkyPilot task, not a workflow spec",
+                               "a workflow spec has apiVersion: npa.workflow/v0.0.1, kind: Workflow, metadata and "
+                               "states (a state runs a command: `run: {shell: ...}`); `npa-workflow render SPEC` "
+                               "shows the SkyPilot tasks a spec becomes", file)
+
+
+_NO_CATALOG = _tool_hint("", EMPTY_CATALOG)
+
+
+def _no_catalog_said_once(c: _Collector) -> None:
+    """Every unknown toolRef names its state; that no catalog was loaded at all is said once, on the first."""
+    said = False
+    for i, p in enumerate(c.items):
+        if p.hint == _NO_CATALOG:
+            if said:
+                c.items[i] = Problem(p.path, p.message, "(no tool catalog was loaded: see above)", p.severity, p.file)
+            said = True
+
+
+_CONFIG_TOKEN = re.compile(r"\{\{\s*config\.([A-Za-z0-9_]+)\s*\}\}")
+
+
+def _raw_at(raw: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(raw, dict) or "[" in part:
+            return None
+        raw = raw.get(part)
+    return raw
+
+
+def _name_the_vars(c: _Collector, raw: dict[str, Any], overrides: Mapping[str, str]) -> None:
+    """A field whose value a `--var` set through a config token (`maxConcurrency: "{{config.fit_concurrency}}"`
+    with `--var fit_concurrency=0`) is fixed by the var, not in the spec: its error says so."""
+    for i, p in enumerate(c.items):
+        if p.severity != "error" or p.path.startswith("--var"):
+            continue
+        value = _raw_at(raw, p.path)
+        keys = [k for k in _CONFIG_TOKEN.findall(value) if k in overrides] if isinstance(value, str) else []
+        if keys:
+            given = ", ".join(f"--var {k}={overrides[k]}" for k in keys)
+            c.items[i] = Problem(p.path, f"{p.message} (from {given})",
+                                 f"change {given}" + (f" ({p.hint})" if p.hint else ""), p.severity,
+                                 p.file)
