@@ -40,7 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from npa_workflow.console import svg, views
-from npa_workflow.console.sources import ActionRefused, RunData, job_secret_names
+from npa_workflow.console.sources import ActionRefused, RunData
 from npa_workflow.console.watch import Hub, Update
 
 HERE = Path(__file__).parent
@@ -210,11 +210,11 @@ class Console:
         chosen = select(sources, q.get("state") or None, iteration, attempt)
         return (chosen[-1] if chosen else None), sources
 
-    def _redactor(self, source: Any) -> Any:
-        from npa_workflow import redact
-        from npa_workflow.cli.logs import logs_home
-
-        return redact.from_environment(job_secret_names(logs_home(), source.job_id))
+    @staticmethod
+    def _redactor(source: Any) -> Any:
+        """The values of the secrets the job was given (`cli.logs.LogSource`: its record's and the run's names),
+        as this process's environment holds them: what `npa-workflow logs` redacts too."""
+        return source.redactor()
 
     async def log_page(self, request: Request) -> HTMLResponse:
         from npa_workflow.cli.logs import read_tail

@@ -15,7 +15,6 @@ built from its result.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -281,14 +280,3 @@ class StackSource(_Counting):
                 raise
             raise ActionRefused(str(problem)) from None
 
-
-def job_secret_names(home: Path, job_id: str | None) -> list[str]:
-    """The names of the secrets a local job was given (its record), to redact their values from its log."""
-    if not job_id or "/" in job_id:
-        return []
-    try:
-        record = json.loads((home / "jobs" / f"{job_id}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    names = record.get("secret_names") if isinstance(record, dict) else None
-    return [str(n) for n in names] if isinstance(names, list) else []
