@@ -235,3 +235,47 @@ def test_a_port_in_use_is_one_line_naming_the_fix(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "fix:" in done.stderr
+
+
+def test_serves_console_reads_a_run_once_per_ledger_write_for_20_viewers(tmp_path: Path) -> None:
+    """`serve`'s own console: the durable layer tells of each write to the run's partition (no polling), so 20
+    viewers cost one read per write. moto in server mode in this process, as serve runs it."""
+    from npa_workflow.console.sources import StackSource
+    from npa_workflow.ledger import RunRecord, RunStatus, WaveAttempt
+    from npa_workflow.local.durable_aws import durable_aws
+    from npa_workflow.local.moto_server import start_moto_server
+    from npa_workflow.stack_client import StackClient
+
+    moto = start_moto_server()
+    clients: list[Viewer] = []
+    try:
+        with durable_aws(tmp_path / "aws") as durable:
+            client = StackClient.local(moto.endpoint_url)
+            client.ledger.create_table()
+            client.ledger.put_run(RunRecord(run_id="r1", workflow="w"))
+            source = StackSource(client, kind="serve", notified=True)
+            with durable.item_written(source.item_listener):
+                server = ConsoleServer(Console(source), 0).start()
+                try:
+                    clients = [Viewer(server.port, "r1") for _ in range(20)]
+                    for c in clients:
+                        c.start()
+                    wait_until(lambda: all(c.events for c in clients), 20, "every viewer gets the run's state")
+                    before = source.reads["r1"]
+                    assert before == 1
+                    for n in range(1, 5):  # four wave writes, then the run's end: five changes
+                        item = WaveAttempt(run_id="r1", wave_key=f"s{n}", state=f"s{n}", status=WaveStatus.RUNNING)
+                        client.ledger.client.put_item(TableName=client.ledger.table_name, Item=item.to_item())
+                        time.sleep(0.3)
+                    client.ledger.update_run_status("r1", RunStatus.SUCCEEDED)
+                    wait_until(lambda: all(c.events[-1]["status"] == "SUCCEEDED" for c in clients), 10,
+                               "every viewer sees the run end")
+                    time.sleep(0.3)
+                    assert source.reads["r1"] - before == 5
+                finally:
+                    for c in clients:
+                        c.close()
+                    server.stop()
+    finally:
+        moto.reset()
+        moto.stop()
