@@ -35,7 +35,8 @@ with the S3 event source's cursor: a serve restarted on the same home knows ever
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
 ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
 Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
-started); `serve.json` there names the endpoint.
+started); `serve.json` there names the endpoint. With `ServeOptions.console` (the CLI's default) the web console
+is served too, at its own port (`console.embedded`: told of every ledger write by the durable layer).
 """
 
 from __future__ import annotations
