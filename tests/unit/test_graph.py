@@ -234,8 +234,8 @@ metadata: {name: 'odd "names"'}
 config: {mc: "2"}
 initial: "end"
 states:
-  "end": {run: {shell: x}, next: "a  b"}
-  "a  b":
+  "end": {run: {shell: x}, next: "a b"}
+  "a b":
     trigger: {uri: "s3://bk/land/", pollSeconds: 1, maxPolls: 3}
     run: {shell: x}
     loop: {max: 4, until: loop_back}
@@ -286,12 +286,12 @@ def test_awkward_names_render_valid_mermaid() -> None:
     check_mermaid(text)
     assert "x#quot;y#35;#lt;z#gt;#124;#123;w#125;" in text
     nodes = graph.nodes
-    assert nodes["route me"].kind == "router" and nodes["a  b"].kind == "loop" and nodes["inner"].kind == "sequence"
+    assert nodes["route me"].kind == "router" and nodes["a b"].kind == "loop" and nodes["inner"].kind == "sequence"
     assert nodes["fin"].kind == "terminal" and not nodes["fin"].has_command
     ids = node_ids(graph)
     slash = ids["back\\slash"]
     # A leaf loop's back edge is a self-loop; a looped sequence's starts after its last member.
-    assert f'{ids["a  b"]} -.->|"until loop_back, max 4"| {ids["a  b"]}' in text
+    assert f'{ids["a b"]} -.->|"until loop_back, max 4"| {ids["a b"]}' in text
     assert f'{slash} -.->|"repeat, max 2"| s_outer' in text
     # Leaving a composite starts at its subgraph: the nested sequence, the loop, the group.
     assert f"cluster_inner --> {slash}" in text
