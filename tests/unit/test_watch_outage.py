@@ -36,6 +36,7 @@ from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.engine.watch import BUDGET_MARGIN_SECONDS, RECONCILES_PER_TICK, HeartbeatClock, watch_pass
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus, WaveAttempt, WaveStatus
 
+pytestmark = pytest.mark.timeout(120)  # each test: an outage costs the client's 1 s retry deadline a pass
 DOUBLE_PATH = Path(__file__).resolve().parents[1] / "integration" / "skypilot" / "double.py"
 spec = importlib.util.spec_from_file_location("npa_skypilot_double_outage", DOUBLE_PATH)
 double_mod = importlib.util.module_from_spec(spec)
