@@ -22,8 +22,8 @@ Lambda kills it, and counted as it stood):
 
 Figures (2026-12-02, 2 cores at load ~18–20; docs/cloud.md, "The watch under load and outages"):
 main sent 0 of 10,000 due heartbeats in its first pass, under load and with SkyPilot down (cut at 120 s);
-now every due heartbeat in every pass (10,000 of 10,000 under load; 3,792–10,000 in each of the 10 outage
-passes, no wave failed), passes of 55–113 s against the 115 s budget, 0.001–0.006 SkyPilot calls per pending
+now every due heartbeat in every pass (sent/due 1.00 in the 3 load passes and the 11 outage passes, none
+deferred, no wave failed), passes of 44–109 s against the 115 s budget, 0.001–0.006 SkyPilot calls per pending
 wave per pass (target ≤ 1.05).
 """
 
