@@ -36,6 +36,7 @@ from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.engine.watch import BUDGET_MARGIN_SECONDS, RECONCILES_PER_TICK, HeartbeatClock, watch_pass
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus, WaveAttempt, WaveStatus
 
+pytestmark = pytest.mark.timeout(120)  # each test: an outage costs the client's 1 s retry deadline a pass
 DOUBLE_PATH = Path(__file__).resolve().parents[1] / "integration" / "skypilot" / "double.py"
 spec = importlib.util.spec_from_file_location("npa_skypilot_double_outage", DOUBLE_PATH)
 double_mod = importlib.util.module_from_spec(spec)
@@ -290,3 +291,15 @@ def test_budget_reaches_the_executors_threads():
     with budget.within(30):
         watch._pool_each([1, 2, 3], lambda _: seen.append(budget.remaining()), workers=3)
     assert len(seen) == 3 and all(s is not None and 0 < s <= 30 for s in seen)
+
+
+def test_a_flaky_server_is_retried_and_fails_no_wave(setup):
+    """HTTP 503 (SkyPilot's "Server is shutting down", a proxy's "unavailable") is retried by the client within
+    its deadline: with 60 % of the answers 503, the pass still follows every job and fails none."""
+    engine, double = setup
+    seed(engine, double, 5, pending=False)
+    double.error_rate = 0.6
+    report = watch_pass(engine, clock=HeartbeatClock(), budget_seconds=BUDGET_MARGIN_SECONDS + 20)
+    assert report.running == 5 and report.failed == [] and report.scheduler_unreachable == ""
+    assert report.heartbeats == 5
+    assert len(double.calls) > 3  # one queue request is 3 calls (POST, status, get): some were answered 503, retried
