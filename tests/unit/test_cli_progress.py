@@ -202,3 +202,17 @@ def test_line_progress_labels_a_state_after_a_loop_without_the_loops_counter(cap
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("gate [refine=2] attempt 1: SUCCEEDED")
     assert lines[1].endswith("] route attempt 1: RUNNING")
+
+
+def test_watching_a_run_on_a_stack_says_once_what_a_waiting_trigger_needs(capsys):
+    from npa_workflow.cli.progress import watch_report
+
+    waiting = report(status="RUNNING", waves=[], watermarks=[
+        {"state": "ingest", "uri": "s3://b/landing/", "objects": 1, "min_objects": 2, "waiting": True}])
+    done = {**waiting, "status": "SUCCEEDED", "watermarks": [{**waiting["watermarks"][0], "objects": 2,
+                                                              "waiting": False}]}
+    answers = iter([waiting, waiting, done])
+    watch_report(lambda: next(answers), [], Console(file=io.StringIO(), force_terminal=False), poll_seconds=0)
+    out = capsys.readouterr().out
+    assert out.count("ingest waits for objects under s3://b/landing/: 1 of 2 landed "
+                     "(land one: aws s3 cp FILE s3://b/landing/)") == 1
