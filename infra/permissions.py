@@ -55,7 +55,7 @@ TASK_RESPONDERS = ("launch", "trigger", "watch")
 RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup")
 ANY_OBJECT_READERS = ("decide", "watch")
 DATA_BUCKET_READERS = ("decide", "trigger", "watch")
-STEP_SECRET_READERS = ("launch",)
+STEP_SECRET_READERS = ("launch", "inbox")  # inbox: checks every secretEnv name is there
 EXECUTION_DESCRIBERS = ("watch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
 LOG_DELIVERY_ACTIONS = [
