@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,15 +30,15 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "tools.yaml").write_text((SPECS / "tools.yaml").read_text())
-    (ws / "steps").symlink_to(SPECS / "steps", target_is_directory=True)
+    # a copy, not a symlink: `submit` stages the folder's files (a symlinked folder is not staged) and a stack's
+    # jobs start in that staged code
+    shutil.copytree(SPECS / "steps", ws / "steps", ignore=shutil.ignore_patterns("__pycache__"))
     return ws
 
 
 def code_folder(tmp_path: Path) -> Path:
     """A folder holding a copy of the example step programs, as a team's repository would: `submit` stages the
     spec's folder and a stack's jobs start in that staged code (a symlink would not be staged)."""
-    import shutil
-
     folder = tmp_path / "code-ws"
     if not folder.is_dir():
         shutil.copytree(SPECS / "steps", folder / "steps", ignore=shutil.ignore_patterns("__pycache__"))
