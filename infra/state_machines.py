@@ -1,9 +1,9 @@
 """The compiled state machine of every spec in `specs/`: the same compiler the CLI uses, function ARNs substituted.
 
 Each machine is a Standard workflow (waitForTaskToken needs Standard) with logging to its own CloudWatch log
-group and X-Ray tracing. Machine names are derived from the stack and spec names (`infra.names`: `<stack>.<spec>`
+group and X-Ray tracing. Machine names are derived from the stack and spec names (`infra.names`: `<stack>_<spec>`
 mapped to the characters state machine and log group names allow), so policies and the reap rule name the
-machine prefix `<stack>.` without depending on the machines, and their size does not grow with the catalog.
+machine prefix `<stack>_` without depending on the machines, and their size does not grow with the catalog.
 
 Definitions are serialized compactly and shipped as an S3 asset (`DefinitionS3Location`), not inline: a template is
 at most 1 MB (CloudFormation, template body in S3), and a catalog of many specs, or one large spec, would not fit

@@ -19,7 +19,8 @@ from npa_workflow.local.runtime import LocalRunOptions, run_local
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
 REPORT_KEYS = {"run_id", "workflow", "status", "error", "waves", "decisions", "watermarks", "execution_arn",
-               "state_transitions", "history_events", "notices", "execution_started_at"}
+               "state_transitions", "history_events", "notices", "execution_started_at",
+               "elapsed_seconds"}
 WAVE_KEYS = {"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running", "submitted_at",
              "started_at", "ended_at"}
 CLI = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]

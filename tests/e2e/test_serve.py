@@ -119,7 +119,11 @@ def test_a_broken_spec_is_rejected_with_path_precise_errors_and_starts_nothing(s
             params: {step_out_uri: "s3://npa-workflow-examples/x.json"}
             next: nowhere
         """)
-    done = stack.cli("submit", str(broken))
+    done = stack.cli("submit", str(broken))  # checked before its code is staged: nothing reaches the bucket
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "refused before staging its code" in done.stderr
+    assert "states.a.next: next state 'nowhere' is not defined" in done.stderr
+    done = stack.cli("submit", str(broken), "--no-code")  # nothing to stage: the inbox's own check
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "rejected by the inbox" in done.stderr
     assert "states.a.next: next state 'nowhere' is not defined" in done.stderr

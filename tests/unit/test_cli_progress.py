@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from npa_workflow.cli.progress import error_sentence, live_table, print_summary, run_duration
+from npa_workflow.cli.progress import duration, error_sentence, live_table, print_summary, run_duration
 
 JOB = "local-0123456789abcdef"
 
@@ -216,3 +216,15 @@ def test_watching_a_run_on_a_stack_says_once_what_a_waiting_trigger_needs(capsys
     out = capsys.readouterr().out
     assert out.count("ingest waits for objects under s3://b/landing/: 1 of 2 landed "
                      "(land one: aws s3 cp FILE s3://b/landing/)") == 1
+
+
+def test_a_local_runs_duration_is_its_monotonic_measure_not_the_wall_clocks():
+    """A wall clock set back (or forward) 2 h during a run printed `SUCCEEDED in 7200.0s`."""
+    doc = report(elapsed_seconds=3.2)
+    doc["waves"] = [{**doc["waves"][0], "started_at": "2026-01-01T10:00:00Z", "ended_at": "2026-01-01T12:00:00Z"}]
+    assert "SUCCEEDED in 3.2s" in shown(doc)
+
+
+def test_a_wave_whose_end_stamp_is_before_its_start_shows_no_duration():
+    assert duration("2026-01-01T12:00:00Z", "2026-01-01T10:00:00Z") == ""
+    assert duration("2026-01-01T10:00:00Z", "2026-01-01T10:00:02Z") == "2.0s"

@@ -501,3 +501,26 @@ def test_other_states_outputs_are_resolved_once_per_loop_counters(engine, monkey
     assert len(resolved) == 2 * per_round  # new counters: resolved anew
     outputs["work"].append("changed by a caller")
     assert visits._outputs_now(run, first_round)["work"] == ["s3://data/out/1.txt"]  # a copy each time
+
+
+GENERIC_MAP_CAUSE = "The specified tolerated failure threshold was exceeded"
+
+
+@pytest.mark.parametrize(("cause", "error", "said", "not_said"), [
+    # the twin's cause names the child's own error: a member whose Lambda failed is that failure, not a timeout
+    (f"{GENERIC_MAP_CAUSE} (item 7: States.TaskFailed: "
+     '{"errorMessage": "payload too large", "errorType": "ValueError"})',
+     "Wave.Failed", "a member of group 'work' failed: States.TaskFailed: payload too large", "timed out"),
+    (f"{GENERIC_MAP_CAUSE} (item 0: States.Timeout: )", "Wave.TimedOut",
+     "a member of group 'work' timed out: it ran past its deadline of 3600 s (States.Timeout)", "Map Run"),
+    # AWS's own cause names no member: what is known, never "timed out after 3600 s"
+    (GENERIC_MAP_CAUSE, "Wave.TimedOut", "without recording a wave failure", "timed out: it ran past"),
+])
+def test_a_distributed_map_failure_reports_the_members_real_error(engine, cause, error, said, not_said):
+    engine.runs.freeze("rm", SPEC, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="rm", workflow="t"))
+    result = cleanup(engine, {"run_id": "rm", "state": "work", "deadline": {"timeoutSeconds": 3600},
+                              "error": {"Error": "States.ExceedToleratedFailureThreshold", "Cause": cause}})
+    assert result["error"] == error
+    assert said in result["cause"] and not_said not in result["cause"], result["cause"]
+    assert engine.ledger.get_run("rm").error.message == result["cause"]

@@ -25,6 +25,7 @@ from npa_workflow.cli.common import (
     RunAssumeOpt,
     apply_pass_env,
     check_assumption,
+    check_run_id_option,
     parse_vars,
 )
 from npa_workflow.cli.output import print_json, print_problems
@@ -179,7 +180,8 @@ def run_command(
         list[str] | None,
         typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; --resume keeps the run's others)"),
     ] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-<time>-<random>)")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", callback=check_run_id_option,
+                                                   help="Run id (default: <workflow>-<time>-<random>)")] = None,
     retries: RetriesOpt = 0,
     retry_interval_seconds: Annotated[
         int, typer.Option("--retry-interval-seconds", min=1, max=86_400,
@@ -282,6 +284,13 @@ def run_command(
         _err("npa-workflow run: interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - a bug of ours: one line for the user, the traceback in a file
+        from npa_workflow.storage_errors import storage_problem_in
+
+        hint = f"npa-workflow run {spec} --resume --run-id {runtime.run_id}" if runtime.run_id else ""
+        problem = storage_problem_in(exc, hint, runtime.home)
+        if problem is not None:  # the disk, not us: one line, the run left resumable
+            _err(f"npa-workflow run: error: {problem}")
+            raise typer.Exit(1) from None
         _err(f"npa-workflow run: internal error: {type(exc).__name__}: {exc}")
         _err(f"  (the traceback is in {_save_traceback(exc)}; please report it)")
         raise typer.Exit(1) from None

@@ -74,6 +74,7 @@ from npa_workflow.engine.wiring import WiringError
 from npa_workflow.errors import Problem, SpecError
 from npa_workflow.protocol import environment as env_names
 from npa_workflow.protocol import functions
+from npa_workflow.protocol.definitions import masked
 from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
 from npa_workflow.spec.loader import DEFAULT_LIMITS, Limits, load_yaml_bytes
@@ -440,24 +441,13 @@ def _check_run_id_free(engine: Engine, run_id: str, prepared: _Prepared, uri: st
 
 
 # ------------------------------------------------------------------------------------------------ machines
-def _masked(node: Any) -> Any:
-    """A definition with every `FunctionName` masked: deployed machines carry ARNs where the compile has
-    placeholders; the functions are the stack's either way."""
-    if isinstance(node, dict):
-        return {k: "<function>" if k == "FunctionName" and isinstance(v, str) else _masked(v)
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_masked(v) for v in node]
-    return node
-
-
 def _choose_machine(executions: Executions, settings: InboxSettings, loaded: LoadedSpec,
                     compiled: CompiledMachine) -> tuple[str, str]:
     name = loaded.spec.name
     deployed_arn = settings.state_machines.get(name)
     if deployed_arn:
         deployed = executions.definition(deployed_arn)
-        if deployed is not None and _masked(deployed) == _masked(compiled.definition):
+        if deployed is not None and masked(deployed) == masked(compiled.definition):
             return deployed_arn, "deployed"
     if not settings.allow_ad_hoc:
         if deployed_arn:

@@ -12,8 +12,11 @@ Variables:
 - `NPA_WORKFLOW_RETENTION_DAYS`: ledger items expire after this many days (DynamoDB TTL);
 - `NPA_WORKFLOW_LOCAL_STATE_DIR`: where local jobs keep their records (default `$NPA_WORKFLOW_HOME`,
   else `.npa-workflow` in the current directory);
-- `AWS_ENDPOINT_URL`: set by the local runtime to its embedded moto server; every client uses it and
-  local jobs get it with dummy credentials, so their steps reach the local S3.
+- `AWS_ENDPOINT_URL`: set by the local runtime to its embedded moto server; every client uses it;
+- `NPA_WORKFLOW_STEP_ENDPOINT`, `NPA_WORKFLOW_STEP_GRANTS`: the local runtime's step gate
+  (`local.step_gate`): each local job gets the gate's endpoint and credentials of its own, for the S3 places
+  its run names, never the embedded AWS's endpoint (no ledger, no Step Functions). Without a gate (a harness
+  that starts moto alone) jobs get the endpoint and the dummy credentials.
 """
 
 from __future__ import annotations
@@ -73,14 +76,17 @@ def local_state_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint,
-    that endpoint, dummy credentials and a region."""
+    """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint but no
+    step gate, that endpoint, dummy credentials and a region (with a gate, each job's own credentials are laid
+    over this by the executor: `local.step_gate.StepAccess`)."""
+    from npa_workflow.local.step_gate import ENDPOINT_ENV
+
     env = os.environ if env is None else env
     python_dir = str(Path(sys.executable).parent)
     path = env.get("PATH", "")
     job_env = {"PATH": python_dir + (os.pathsep + path if path else "")}
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip()
-    if endpoint:
+    if endpoint and not env.get(ENDPOINT_ENV, "").strip():
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or DEFAULT_REGION
         job_env.update(AWS_ENDPOINT_URL=endpoint, AWS_DEFAULT_REGION=region, AWS_REGION=region, **DUMMY_CREDENTIALS)
     return job_env
@@ -88,7 +94,8 @@ def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def _cache_key(env: Mapping[str, str]) -> tuple[str, ...]:
     names = (LEDGER_TABLE_ENV, BUCKET_ENV, EXECUTOR_ENV, LOCAL_STATE_DIR_ENV, HOME_ENV, "AWS_ENDPOINT_URL",
-             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV)
+             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV,
+             "NPA_WORKFLOW_STEP_ENDPOINT", "NPA_WORKFLOW_STEP_GRANTS")
     return tuple(env.get(n, "") for n in names)
 
 
@@ -144,8 +151,10 @@ def _build(env: Mapping[str, str]) -> Engine:
         job_env: dict[str, str] = {}
     else:
         from npa_workflow.local.job_executor import LocalJobExecutor
+        from npa_workflow.local.step_gate import StepAccess
 
-        executor = LocalJobExecutor(local_state_dir(env))
+        access = StepAccess.from_environment(env, bucket, region or DEFAULT_REGION)
+        executor = LocalJobExecutor(local_state_dir(env), step_access=access)
         job_env = local_job_env(env)
     return Engine(ledger=ledger, runs=RunStore(store, bucket), store=store, executor=executor,
                   callbacks=callbacks, job_env=job_env, executions=SfnExecutions(sfn))

@@ -73,7 +73,7 @@ def held_elsewhere(root: Path) -> bool:
     path = _lock_path(root)
     if not path.is_file():
         return False
-    with open(path, "a+") as handle:
+    with open(path) as handle:  # read-only: flock needs no write access, and a read-only home can be asked too
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -277,6 +277,24 @@ def run_ledger_items(run_dir: Path) -> list[dict[str, Any]] | None:
     if not path.is_file():
         legacy = Path(run_dir) / "ledger.json"
         return list(json.loads(legacy.read_text(encoding="utf-8")).get("items", [])) if legacy.is_file() else None
+    try:
+        return _read_items(path)
+    except sqlite3.OperationalError:
+        # A read-only home (or one whose WAL index this user cannot create): SQLite's reader of a WAL database
+        # writes its `-shm` index. A copy of the database and its log, read in a temporary folder, holds every
+        # committed write all the same.
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="npa-ledger-") as tmp:
+            for suffix in ("", "-wal"):
+                source = Path(f"{path}{suffix}")
+                if source.is_file():
+                    shutil.copyfile(source, Path(tmp) / f"{STATE_FILE}{suffix}")
+            return _read_items(Path(tmp) / STATE_FILE)
+
+
+def _read_items(path: Path) -> list[dict[str, Any]]:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return [json.loads(row[0]) for row in db.execute("select item from items")]

@@ -8,7 +8,8 @@ execution's history.
      "decisions": [{"state", "uri", "decision", "source"}],  # one per visit: the latest read
      "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches
      "watermarks": [{"state", "uri", "objects", "min_objects", "waiting"}],  # waiting: for objects to land
-     "execution_arn", "execution_started_at", "state_transitions", "history_events"}
+     "execution_arn", "execution_started_at", "state_transitions", "history_events",
+     "history_error": why the history could not be read (throttled, denied), only when so: the counts are unknown}
 
 A wave's `iteration` is its leaf-loop iteration, else the counter of the innermost looped sequence it
 belongs to (null outside loops). `replayed` is true for an attempt that had already succeeded before this
@@ -81,16 +82,24 @@ def _readable(message: str) -> str:
     return message
 
 
-def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+def read_history(sfn: Any, execution_arn: str) -> tuple[list[dict[str, Any]], str]:
+    """(every event, "") — or ([], why not): a history the service refused (throttled, denied) is said so, not
+    shown as an execution of 0 events."""
     if sfn is None or not execution_arn:
-        return []
+        return [], ""
     try:
         from npa_workflow.adapters.sfn_executions import SfnExecutions
 
         # Every page: AWS answers 100 events a call by default (1,000 at most), a run may have 25,000.
-        return list(SfnExecutions(sfn).history(execution_arn))
-    except Exception:  # noqa: BLE001 - the report is still useful without the history
-        return []
+        return list(SfnExecutions(sfn).history(execution_arn)), ""
+    except Exception as exc:  # noqa: BLE001 - the report is still useful without the history
+        from npa_workflow.adapters.aws_errors import unread
+
+        return [], unread("GetExecutionHistory", exc)
+
+
+def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    return read_history(sfn, execution_arn)[0]
 
 
 def _began(w: WaveAttempt) -> str:
@@ -214,7 +223,10 @@ def build_report(
     sfn: Any = None,
     previous_items: list[dict[str, Any]] | None = None,
     interrupted_reason: str = "",
+    read_history_events: bool = True,
 ) -> dict[str, Any]:
+    """`read_history_events=False`: the report without the execution's history (its counts 0, `history_read`
+    false) — a watcher's view while the run goes, which shows none of it."""
     waves = [WaveAttempt.from_item(i) for i in items if _kind(i) == "WAVE"]
     decisions = [DecisionRecord.from_item(i) for i in items if _kind(i) == "DECISION"]
     marks = [Watermark.from_item(i) for i in items if _kind(i) == "WATERMARK"]
@@ -226,8 +238,8 @@ def build_report(
     }
     loops_of = enclosing_loops(loaded)
     waves = ordered_waves(waves, loaded)
-    events = _history(sfn, execution_arn)
-    return {
+    events, history_error = read_history(sfn, execution_arn) if read_history_events else ([], "")
+    report = {
         "run_id": run_id,
         "workflow": workflow,
         "status": status,
@@ -261,3 +273,8 @@ def build_report(
         "state_transitions": sum(1 for e in events if str(e.get("type", "")).endswith("StateEntered")),
         "history_events": len(events),
     }
+    if history_error:
+        report["history_error"] = history_error  # the counts above are then unknown, not 0
+    elif not read_history_events:
+        report["history_read"] = False
+    return report

@@ -35,7 +35,8 @@ with the S3 event source's cursor: a serve restarted on the same home knows ever
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
 ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
 Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
-started); `serve.json` there names the endpoint.
+started); `serve.json` there names the endpoint. With `ServeOptions.console` (the CLI's default) the web console
+is served too, at its own port (`console.embedded`: told of every ledger write by the durable layer).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ from npa_workflow.local.runtime import (
 )
 from npa_workflow.protocol import errors
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.protocol.stack import deployable_spec_files
+from npa_workflow.protocol.stack import SERVE_HOME_KEY, deployable_spec_files
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 
@@ -113,6 +114,8 @@ class ServeOptions:
     port: int | None = None
     home: Path | None = None
     tick_seconds: float = 0.25
+    console: bool = False  # also serve the web console (`npa_workflow.console`), on `console_port` (None: free)
+    console_port: int | None = None
 
 
 def deployable_specs(catalog: Path) -> list[Path]:
@@ -166,6 +169,7 @@ class Serve:
         self._durable: DurableAws | None = None
         self.pump: EventPump  # once deployed
         self.endpoint_url = ""
+        self.console_url = ""  # once serving, with options.console
         # (bucket, key) → (etag, size) of objects stored since the loop last delivered (durable_aws tells)
         self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int]] = collections.OrderedDict()
         self._arrived_lock = threading.Lock()
@@ -236,11 +240,15 @@ class Serve:
             stack.enter_context(durable.item_written(self._item_written))
             settle()
             self._recover(engine)
-            self._write_serve_json(settings)
+            self._write_serve_json(settings, clients["s3"])
             # Steps of inbox-started runs run in the spec folder (the inbox freezes no workdir: jobs inherit ours).
             previous_cwd = os.getcwd()
             os.chdir(self.catalog.parent)
             stack.callback(os.chdir, previous_cwd)
+            if self.options.console:  # told of every ledger write by the durable layer: no polling
+                from npa_workflow.console.embedded import serve_console
+
+                self.console_url = serve_console(stack, self.endpoint_url, durable, self.options.console_port)
             if self.on_endpoint:
                 self.on_endpoint(self.endpoint_url)
             try:
@@ -279,12 +287,15 @@ class Serve:
                              ad_hoc_role_arn=role_arn, function_arns=placeholders,
                              heartbeat_seconds=settings.heartbeat_seconds)
 
-    def _write_serve_json(self, settings: InboxSettings) -> None:
+    def _write_serve_json(self, settings: InboxSettings, s3: Any) -> None:
         doc = {"endpoint": self.endpoint_url, "bucket": ENGINE_BUCKET, "ledger_table": LEDGER_TABLE,
                "pid": os.getpid(), "catalog": str(self.catalog),
                "state_machines": dict(settings.state_machines), "ad_hoc_prefix": settings.ad_hoc_prefix,
                "ad_hoc_role_arn": settings.ad_hoc_role_arn, "function_arns": dict(settings.function_arns)}
         (self.home / "serve.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        # Clients in any folder find this stack's job logs through the stack itself (stack_client.serve_home).
+        s3.put_object(Bucket=ENGINE_BUCKET, Key=SERVE_HOME_KEY,
+                      Body=json.dumps({"home": str(self.home.resolve()), "pid": os.getpid()}).encode())
 
     # ---------------------------------------------------------------------------------------- the loop
     def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
@@ -424,7 +435,8 @@ class Serve:
         if status != "ABORTED":
             self._deliver_reap(engine, run_id, reason, status, desc)
         run = engine.ledger.get_run(run_id)
-        if run is not None and (status != "FAILED" or run.error is None) and (
+        cancelled = engine.ledger.cancel_requested(run_id) is not None  # its reap recorded ABORTED: it stands
+        if run is not None and not cancelled and (status != "FAILED" or run.error is None) and (
                 run.status != RunStatus(status) or run.error is None):
             with contextlib.suppress(Exception):
                 engine.ledger.update_run_status(run_id, RunStatus(status), RunError(state=None, message=reason))

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.buckets import check_bucket_names
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
 from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
 from npa_workflow.spec.effective import resolve_params
@@ -24,6 +25,7 @@ from npa_workflow.spec.followed import ignored_keys, unreachable_states
 from npa_workflow.spec.graph import find_cycle
 from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
+from npa_workflow.spec.job_names import job_name_collisions
 from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
 from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
 from npa_workflow.spec.tokens import (
@@ -33,10 +35,14 @@ from npa_workflow.spec.tokens import (
     find_suspicious,
     output_index,
     resolve_deep,
+    resolve_shell,
     resolve_text,
 )
 
 MAX_CONCURRENCY_LIMIT = 64
+# The largest group a run is known to finish (2,000 members: locally in ~5 min). At 10,000 every member's launch
+# re-read a 400 KB frozen spec while 64 others did, past the 10 s parse bound: the group failed, launching nothing.
+MAX_GROUP_MEMBERS = 2_000
 MAX_NUM_NODES = 32
 TOP_LEVEL_KEYS = known_keys(Spec)
 METADATA_KEYS = known_keys(Metadata)
@@ -113,8 +119,11 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[s
     return out
 
 
-# Config keys the engine itself reads (language reference §1.2): setting one is never a typo.
-ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision")
+# Config keys the engine itself reads (language reference §1.2): setting one is never a typo. The existing
+# engine's renderer also reads `require_baked_npa` and `source_sha` (its specs are rendered with
+# `--var source_sha=...`); ours accepts them and enforces nothing of them (docs/language.md says why).
+ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision",
+                      "require_baked_npa", "source_sha")
 # `{{config.KEY}}` and the bare `config.KEY` of `if:` and integer fields (`loop.max: config.rounds`).
 _CONFIG_READ_RE = re.compile(r"(?<![A-Za-z0-9_.])config\.([A-Za-z0-9_.\-]+)")
 
@@ -200,11 +209,17 @@ def validate_document(
     run_ctx, config_problems = resolve_config(merged_config, workflow, VALIDATE_RUN_ID, run_block)
     for problem in config_problems:
         c.add(problem)
+    if not config_problems:
+        for problem in check_bucket_names(merged_config, run_ctx.config):
+            c.add(problem)
 
     _check_profiles(profiles, run_ctx, catalog, c)
     if names:
         _check_states(states, names, profiles, catalog, run_ctx, c)
         _check_graph(states, c)
+        for problem in job_name_collisions(states):
+            c.add(problem)
+        _check_group_sizes(states, c)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
             _check_followed(states, initial, c)
@@ -510,6 +525,15 @@ def _check_if(expr: str, config: Mapping[str, Any], path: str, c: _Collector) ->
                 "use true/false, yes/no, on/off or 1/0")
 
 
+def _check_group_sizes(states: dict[str, State], c: _Collector) -> None:
+    for name, st in states.items():
+        if len(st.parallel) > MAX_GROUP_MEMBERS:
+            c.error(join("states", name, "parallel"),
+                    f"group '{name}' has {len(st.parallel):,} members, over the {MAX_GROUP_MEMBERS:,} a run is known "
+                    "to finish", f"split it into groups of at most {MAX_GROUP_MEMBERS:,} run one after the other, "
+                    "or into several runs")
+
+
 def _check_group(
     name: str, st: State, states: dict[str, State], names: list[str], run_ctx: RunContext, c: _Collector
 ) -> None:
@@ -634,6 +658,8 @@ def _check_text(
         clean = False
     for match in TOKEN_RE.finditer(text):
         scope, key = match.group("scope"), match.group("key")
+        if not suspicious and scope == "params":
+            continue  # a tool's params.* token is the catalog's mistake (_check_tool_argv)
         if forbidden and scope in forbidden:
             c.error(path, f"{scope}.* tokens are not allowed in {forbidden[scope]} ({scope}.{key})",
                     "use config, run" + ("" if "loop" in forbidden else " or loop") + " tokens here")
@@ -693,18 +719,32 @@ def _check_tokens(
     ctx = TokenContext(config=eff, run=run_ctx.run, loops=loops, tolerate_unknown_state=True)
     for path, text, prefix in texts:
         _check_state_refs(text, path, states, names, c)
-        _check_text(text, path, ctx, c, prefix=prefix, suspicious=not prefix)
+        if _check_text(text, path, ctx, c, prefix=prefix, suspicious=not prefix) and path.endswith(".run.shell"):
+            _check_shell_quoting(text, path, ctx, c)
     if st.trigger is not None:
         _check_trigger(name, st, TokenContext(config=eff, run=run_ctx.run, loops=loops), run_ctx, c)
+
+
+def _check_shell_quoting(text: str, path: str, ctx: TokenContext, c: _Collector) -> None:
+    """Each value this run knows goes into the script as one word at its place (spec/shell_quote.py)."""
+    try:
+        resolve_shell(text, ctx)
+    except TokenError as exc:
+        c.error(path, exc.message, exc.hint)
 
 
 def _check_tool_argv(ref: str, argv: list[str], catalog: Catalog, c: _Collector) -> None:
     """Token-shaped text in a tool's argv is the catalog's mistake: said once, at its place in the catalog file,
     however many states use the tool (the collector keeps one of equal problems)."""
     for i, text in enumerate(argv):
+        where = (f"tools.{ref}.argv[{i}]", catalog.source or "the tool catalog")
         for raw, hint in find_suspicious(text):
-            c.add(Problem(f"tools.{ref}.argv[{i}]", f"unrecognised token {raw}", hint, "error",
-                          catalog.source or "the tool catalog"))
+            c.add(Problem(where[0], f"unrecognised token {raw}", hint, "error", where[1]))
+        for match in TOKEN_RE.finditer(text):
+            if match.group("scope") == "params":
+                key = match.group("key")
+                c.add(Problem(where[0], f"params.* tokens are read only inside a state's params (params.{key})",
+                              f"read the state's param here as {{{{config.{key}}}}}", "error", where[1]))
 
 
 def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
@@ -749,7 +789,7 @@ def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, ca
                     c: _Collector) -> None:
     """Every profile, used or not: tokens (config and run only), accelerators, num_nodes, `tool://` images."""
     ctx = TokenContext(config=run_ctx.config, run=run_ctx.run)
-    forbidden = {"state": "resource profiles", "loop": "resource profiles"}
+    forbidden = {"state": "resource profiles", "loop": "resource profiles", "params": "resource profiles"}
     for pname, body in profiles.items():
         pp = join("resources", pname)
         clean = [_check_text(text, path, ctx, c, forbidden) for path, text in _strings(body, pp)]
