@@ -62,7 +62,7 @@ TASK_RESPONDERS = ("launch", "trigger", "watch")
 RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
 ANY_OBJECT_READERS = ("decide", "watch", "cleanup", "reap")
 DATA_BUCKET_READERS = ("decide", "trigger", "watch", "cleanup", "reap")
-STEP_SECRET_READERS = ("launch",)
+STEP_SECRET_READERS = ("launch", "inbox")  # inbox: checks every secretEnv name is there
 EXECUTION_DESCRIBERS = ("watch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
 LOG_DELIVERY_ACTIONS = [

@@ -400,7 +400,7 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
     env_of = {name: {k: str(resolver.value(v)) for k, v in synth.template["Resources"][synth.logical_id(fn)][
         "Properties"]["Environment"]["Variables"].items()} for name, fn in stack.engine.functions.items()}
     steps_env = wiring.STEP_SECRETS_ARN_ENV
-    assert [n for n, e in env_of.items() if steps_env in e] == ["launch"]
+    assert sorted(n for n, e in env_of.items() if steps_env in e) == ["inbox", "launch"]
     assert (env_of["launch"][steps_env], env_of["launch"][ENV_TOKEN_SECRET_ARN]) == (STEP_SECRETS_ARN, SECRET_ARN)
     _aws_env(monkeypatch)
     wiring.clear_cache()
@@ -432,6 +432,10 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
             for name in ("watch", "cleanup", "reap"):
                 with RECORDER.acting_as(name):
                     SkyPilotApi.from_environment({**env_of[name], ENV_TOKEN_SECRET_ARN: token_arn})
+            with RECORDER.acting_as("inbox"):  # its preflight of the run's secretEnv names (engine.preflight)
+                present = wiring.step_secret_presence({**env_of["inbox"], steps_env: steps_arn,
+                                                       "AWS_DEFAULT_REGION": REGION})
+                assert present is not None and present[0](["API_KEY"]) == ([], [])
             calls = [c for c in RECORDER.calls if c.service == "secretsmanager"]
     finally:
         wiring.clear_cache()
@@ -439,8 +443,8 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
     submitted = [c for c in double.calls if c["path"].endswith("/jobs/launch")]
     assert submitted and "k-123" in json.dumps(submitted[0]["body"])  # the value reached the job, not the ledger
     read = sorted((c.caller, "token" if c.params["SecretId"] == token_arn else "steps") for c in calls)
-    assert read == [("cleanup", "token"), ("launch", "steps"), ("launch", "token"), ("reap", "token"),
-                    ("watch", "token")], read
+    assert read == [("cleanup", "token"), ("inbox", "steps"), ("launch", "steps"), ("launch", "token"),
+                    ("reap", "token"), ("watch", "token")], read
     via = {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"}
     role_of = {name: resolver.role_policies(synth.logical_id(role)) for name, role in stack.engine.roles.items()}
     for call in calls:

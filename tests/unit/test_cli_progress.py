@@ -204,6 +204,20 @@ def test_line_progress_labels_a_state_after_a_loop_without_the_loops_counter(cap
     assert lines[1].endswith("] route attempt 1: RUNNING")
 
 
+def test_watching_a_run_on_a_stack_says_once_what_a_waiting_trigger_needs(capsys):
+    from npa_workflow.cli.progress import watch_report
+
+    waiting = report(status="RUNNING", waves=[], watermarks=[
+        {"state": "ingest", "uri": "s3://b/landing/", "objects": 1, "min_objects": 2, "waiting": True}])
+    done = {**waiting, "status": "SUCCEEDED", "watermarks": [{**waiting["watermarks"][0], "objects": 2,
+                                                              "waiting": False}]}
+    answers = iter([waiting, waiting, done])
+    watch_report(lambda: next(answers), [], Console(file=io.StringIO(), force_terminal=False), poll_seconds=0)
+    out = capsys.readouterr().out
+    assert out.count("ingest waits for objects under s3://b/landing/: 1 of 2 landed "
+                     "(land one: aws s3 cp FILE s3://b/landing/)") == 1
+
+
 def test_a_local_runs_duration_is_its_monotonic_measure_not_the_wall_clocks():
     """A wall clock set back (or forward) 2 h during a run printed `SUCCEEDED in 7200.0s`."""
     doc = report(elapsed_seconds=3.2)

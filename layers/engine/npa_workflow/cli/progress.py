@@ -256,10 +256,24 @@ def wave_dicts(waves: Iterable[Any], loops_of: dict[str, list[str]] | None = Non
     return out
 
 
+def trigger_hints(report: dict[str, Any], said: set[tuple[str, str]]) -> list[str]:
+    """A line for each trigger that started waiting for objects (its state shows PENDING meanwhile), once each:
+    where the objects must land and how many have."""
+    lines = []
+    for m in report.get("watermarks", []):
+        if m.get("waiting") and (m["state"], m["uri"]) not in said:
+            said.add((m["state"], m["uri"]))
+            target = m["uri"] if m["uri"].endswith("/") else m["uri"] + "NAME"
+            lines.append(f"{m['state']} waits for objects under {m['uri']}: {m['objects']} of "
+                         f"{m.get('min_objects', '?')} landed (land one: aws s3 cp FILE {target})")
+    return lines
+
+
 def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console: Console,
                  poll_seconds: float = 1.0) -> dict[str, Any]:
     """Follow a run on a stack until it ends: the live table on a terminal, one line per change otherwise."""
     started = time.monotonic()
+    said: set[tuple[str, str]] = set()
 
     def latest() -> dict[str, Any]:  # as shown: a wave that waits for GPUs says so
         return with_gpu_waits(fetch())
@@ -271,6 +285,8 @@ def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console
 
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while True:
+                for line in trigger_hints(report, said):
+                    live.console.print(line, markup=False, highlight=False)  # above the table
                 live.update(live_table(header, states, report["waves"], report["status"],
                                        time.monotonic() - started, console.width, report.get("throttled", "")))
                 if report["status"] != "RUNNING":
@@ -279,6 +295,8 @@ def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console
                 report = latest()
     seen: dict[tuple[str, Any, int], str] = {}
     while True:
+        for line in trigger_hints(report, said):
+            sys.stdout.write(f"[{time.monotonic() - started:6.1f}s] {line}\n")
         if report.get("throttled"):
             sys.stdout.write(f"[{time.monotonic() - started:6.1f}s] {report['throttled']}: reading again\n")
             sys.stdout.flush()

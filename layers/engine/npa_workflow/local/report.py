@@ -7,7 +7,7 @@ execution's history.
                 "submitted_at", "started_at", "ended_at"}],
      "decisions": [{"state", "uri", "decision", "source"}],  # one per visit: the latest read
      "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches
-     "watermarks": [{"state", "uri", "objects"}],
+     "watermarks": [{"state", "uri", "objects", "min_objects", "waiting"}],  # waiting: for objects to land
      "execution_arn", "execution_started_at", "state_transitions", "history_events",
      "history_error": why the history could not be read (throttled, denied), only when so: the counts are unknown}
 
@@ -267,7 +267,8 @@ def build_report(
         ],
         "notices": decision_notices(latest_decisions(decisions)),
         "execution_started_at": _started_at(events),
-        "watermarks": [{"state": m.state, "uri": m.uri, "objects": m.objects} for m in marks],
+        "watermarks": [{"state": m.state, "uri": m.uri, "objects": m.objects, "min_objects": m.min_objects,
+                        "waiting": m.waiting} for m in marks],
         "execution_arn": execution_arn,
         "state_transitions": sum(1 for e in events if str(e.get("type", "")).endswith("StateEntered")),
         "history_events": len(events),

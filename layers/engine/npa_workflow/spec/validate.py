@@ -658,6 +658,8 @@ def _check_text(
         clean = False
     for match in TOKEN_RE.finditer(text):
         scope, key = match.group("scope"), match.group("key")
+        if not suspicious and scope == "params":
+            continue  # a tool's params.* token is the catalog's mistake (_check_tool_argv)
         if forbidden and scope in forbidden:
             c.error(path, f"{scope}.* tokens are not allowed in {forbidden[scope]} ({scope}.{key})",
                     "use config, run" + ("" if "loop" in forbidden else " or loop") + " tokens here")
@@ -735,9 +737,14 @@ def _check_tool_argv(ref: str, argv: list[str], catalog: Catalog, c: _Collector)
     """Token-shaped text in a tool's argv is the catalog's mistake: said once, at its place in the catalog file,
     however many states use the tool (the collector keeps one of equal problems)."""
     for i, text in enumerate(argv):
+        where = (f"tools.{ref}.argv[{i}]", catalog.source or "the tool catalog")
         for raw, hint in find_suspicious(text):
-            c.add(Problem(f"tools.{ref}.argv[{i}]", f"unrecognised token {raw}", hint, "error",
-                          catalog.source or "the tool catalog"))
+            c.add(Problem(where[0], f"unrecognised token {raw}", hint, "error", where[1]))
+        for match in TOKEN_RE.finditer(text):
+            if match.group("scope") == "params":
+                key = match.group("key")
+                c.add(Problem(where[0], f"params.* tokens are read only inside a state's params (params.{key})",
+                              f"read the state's param here as {{{{config.{key}}}}}", "error", where[1]))
 
 
 def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
