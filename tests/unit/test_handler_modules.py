@@ -107,3 +107,13 @@ def test_task_payloads_keep_the_token_out_of_their_repr_and_name_a_missing_field
     assert caught.error == {"Error": "States.Timeout"}
     with pytest.raises(ValidationError, match="token"):
         WaveTask.model_validate({"run_id": "r1", "state": "train"})
+
+
+def test_the_ledger_package_loads_no_botocore_until_the_store_is_asked_for() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, npa_workflow.ledger, npa_workflow.engine.ports; print('botocore' in sys.modules); "
+            "from npa_workflow.ledger import DynamoLedger; print('botocore' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]

@@ -516,3 +516,27 @@ def test_what_something_still_waits_on_never_expires(ledger: DynamoLedger) -> No
     assert ledger.watermark("r1", "w").expires_at is None
     ledger.put_watermark(waiting.model_copy(update={"satisfied": True, "objects": 1}))
     assert ledger.watermark("r1", "w").expires_at > time.time() + 29 * 86400
+
+
+def test_the_ledger_port_has_every_method_the_engine_calls_as_the_store_defines_it() -> None:
+    """engine/ports.py's `Ledger` is the engine's whole view of the ledger: every `ledger.X(` the engine and the
+    CLI call is in it, and `DynamoLedger` implements each with the same parameters (and optional ones of its own)."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from npa_workflow.engine.ports import Ledger
+    from npa_workflow.ledger import DynamoLedger
+
+    package = Path(inspect.getfile(Ledger)).parents[1]
+    called = {m for folder in ("engine", "cli") for path in (package / folder).glob("*.py")
+              for m in re.findall(r"ledger\.([a-z_]+)\(", path.read_text())}
+    port = {name for name, _ in inspect.getmembers(Ledger, inspect.isfunction) if not name.startswith("_")}
+    assert called and called <= port, sorted(called - port)
+    for name in port:
+        wanted = list(inspect.signature(getattr(Ledger, name)).parameters)
+        given = inspect.signature(getattr(DynamoLedger, name)).parameters
+        # the store's own extras (options of other callers) come after, each with a default
+        assert list(given)[:len(wanted)] == wanted, name
+        assert all(p.default is not p.empty for p in list(given.values())[len(wanted):]), name
+

@@ -5,7 +5,7 @@ implement them; the engine imports no AWS SDK, and an adapter turns its SDK's er
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -207,7 +207,12 @@ class Ledger(Protocol):
     def append_timeline(self, run_id: str, wave_key: str, attempt: int, status: str, note: str = "",
                         at: str | None = None) -> None: ...
 
-    def active_waves(self, limit: int | None = None) -> list[WaveAttempt]: ...
+    def revoke_success(self, run_id: str, wave_key: str, attempt: int, error: str,
+                       error_category: ErrorCategory | str) -> bool: ...
+
+    def active_waves(self, limit: int | None = None, fields: Iterable[str] | None = None) -> list[WaveAttempt]: ...
+
+    def open_attempts(self, run_id: str) -> list[WaveAttempt]: ...
 
     def take_watch_lease(self, holder: str, seconds: float) -> bool: ...
 
@@ -230,6 +235,8 @@ class Ledger(Protocol):
     def watermark(self, run_id: str, state: str, loops_key: str = "") -> Watermark | None: ...
 
     def active_watches(self, limit: int | None = None) -> list[Watermark]: ...
+
+    def watermarks(self, run_id: str) -> list[Watermark]: ...
 
 
 # -- the Step Functions control plane ----------------------------------------------------------------------

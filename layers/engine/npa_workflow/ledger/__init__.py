@@ -1,43 +1,16 @@
 """The run ledger: runs, wave attempts, decision reads and trigger watermarks in one DynamoDB table.
 
 Item shapes: `npa_workflow.ledger.items`. Store: `npa_workflow.ledger.dynamodb.DynamoLedger`.
-A failed conditional write surfaces as one of the small exceptions below, never as a raw botocore error.
+A failed conditional write surfaces as one of the small exceptions of `ledger.errors`, never as a raw botocore
+error. `DynamoLedger` loads on first use (it needs botocore; the items and errors do not).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-
-class LedgerError(Exception):
-    """Base of every ledger error."""
-
-
-class LedgerConflict(LedgerError):
-    """A conditional write lost: the item is not in the state the write required.
-
-    `current` is the item as it is now (a model, or None when it does not exist).
-    """
-
-    def __init__(self, message: str, current: Any = None) -> None:
-        super().__init__(message)
-        self.current = current
-
-
-class AttemptExists(LedgerConflict):
-    """`begin_attempt` lost the launch lock: that attempt was already taken. `existing` is its item."""
-
-    @property
-    def existing(self) -> Any:
-        return self.current
-
-
-class LedgerNotFound(LedgerError):
-    """The item to update does not exist."""
-
-
-from npa_workflow.ledger.dynamodb import DynamoLedger  # noqa: E402
-from npa_workflow.ledger.items import (  # noqa: E402
+from npa_workflow.ledger.errors import AttemptExists, LedgerConflict, LedgerError, LedgerNotFound
+from npa_workflow.ledger.items import (
     DecisionRecord,
     ErrorCategory,
     RunError,
@@ -48,6 +21,20 @@ from npa_workflow.ledger.items import (  # noqa: E402
     WaveAttempt,
     WaveStatus,
 )
+
+if TYPE_CHECKING:
+    from npa_workflow.ledger.dynamodb import DynamoLedger
+
+
+def __getattr__(name: str) -> Any:
+    """`DynamoLedger` on first use: importing the package (its items and errors, as the engine's ports do) loads
+    no botocore; the store loads it when it is asked for."""
+    if name == "DynamoLedger":
+        from npa_workflow.ledger.dynamodb import DynamoLedger
+
+        return DynamoLedger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AttemptExists",

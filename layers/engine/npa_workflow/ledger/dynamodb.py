@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from npa_workflow.ledger import AttemptExists, LedgerConflict, LedgerNotFound
+from npa_workflow.ledger.errors import AttemptExists, LedgerConflict, LedgerNotFound
 from npa_workflow.ledger.items import (
     ACTIVE,
     RUNS,
