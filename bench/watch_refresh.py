@@ -22,6 +22,11 @@ handful of events; on AWS a 10,000-wave run's is tens of thousands, 1,000 a page
 
     .venv/bin/python bench/watch_refresh.py [--waves 10000] [--baseline DIR | --baseline-rev main]
     .venv/bin/python bench/watch_refresh.py --baseline-rev e86222e   # the code before the follower (issue 17)
+
+Measured (10,000 waves, this 2-core machine, baseline e86222e): the baseline reads the whole run on every refresh
+(GetItem, 3 GetObject, 13 Query pages, DescribeExecution, GetExecutionHistory: 3,070 read units, 17.4 MB);
+the follower's unchanged refresh is 1 GetItem (0.5 read units, 480 bytes); a changed one 1 GetItem and the 13
+Query pages (3,069.5 read units, 17.4 MB), at most once per watch pass since the pass notes a run once.
 """
 
 from __future__ import annotations
