@@ -66,7 +66,8 @@ def _stack_problems(folders: list[Path]) -> list[Problem]:
         count = len(deployable_spec_files(folder))
         problem = stack_resources_problem(estimated_resources(count), count)
         if problem:
-            problems.append(Problem("$", *problem, file=str(folder)))
+            what, fix = problem
+            problems.append(Problem("$", what, fix, file=str(folder)))
     return problems
 
 
