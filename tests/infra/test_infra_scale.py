@@ -149,6 +149,8 @@ def test_a_stack_past_500_resources_fails_the_synth_and_validate_with_how_many_s
     assert result.exit_code == 1, result.output
     [problem] = json.loads(result.output)["stack"]
     assert f"{problem['message']} (fix: {problem['hint']})" == message  # the same line, the same fix
+    one = CliRunner().invoke(app, ["validate", str(specs / "s01.yaml"), "--stack-specs", str(specs), "--json"])
+    assert one.exit_code == 1 and json.loads(one.output)["stack"] == [problem]  # one spec, its stack's folder
     (specs / "s00.yaml").unlink()
     assert CliRunner().invoke(app, ["validate", str(specs)]).exit_code == 0  # 86 fit
 
