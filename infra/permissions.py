@@ -14,8 +14,14 @@ Every function reads and writes the ledger. Beyond that:
 - watch: read any object (output checks), list; read the data buckets; SendTask*; the secret; DescribeExecution on
   the stack's executions (a wave whose token is gone: has its run's execution ended, so the reap event was missed?
   `engine.watch`);
-- cleanup: read runs/*, list; the secret;
-- reap: the secret (it cancels jobs recorded in the ledger).
+- cleanup: read any object (output checks), list; read the data buckets; the secret;
+- reap: read any object (output checks), list; read the data buckets; the secret (it cancels jobs recorded in the
+  ledger).
+
+Cleanup and reap check outputs as the watch does: a job that exited 0 just before its cancel is recorded SUCCEEDED
+only with its declared outputs present (`engine.cleanup.cancel_active`), and outputs live wherever the spec says
+(the engine bucket beyond `runs/`, a data bucket). Without the read, S3 answers 403 (moto allows the HeadObject),
+the wave is recorded FAILED and a resume re-runs a finished job.
 
 "The stack's machines" is the machine ARN prefix `...:stateMachine:<stack>_*` (`infra.names`): it covers every
 deployed and ad-hoc machine and the child state machines of their Distributed Maps (`stateMachine:<name>/<label>`),
@@ -28,7 +34,8 @@ exact parent ARN would not match.
 
 KMS: with a customer-managed key named in context, `kms:Decrypt` on exactly that key, only through the service that
 stores the data (`kms:ViaService`), to exactly the functions that read it: the SkyPilot token's key to the token's
-readers, the step secrets' key to launch, the data buckets' keys to decide and watch (they read objects there).
+readers, the step secrets' key to launch, the data buckets' keys to decide, watch, cleanup and reap (they read
+objects there).
 
 Listing the engine bucket is granted wherever an object is read: without s3:ListBucket, reading a missing key is
 AccessDenied instead of NoSuchKey, and the engine treats "missing" as a normal answer (e.g. no catalog frozen).
@@ -52,10 +59,10 @@ LEDGER_ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateI
 TASK_RESPONSE_ACTIONS = ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"]
 SECRET_READERS = ("launch", "watch", "cleanup", "reap")
 TASK_RESPONDERS = ("launch", "trigger", "watch")
-RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup")
-ANY_OBJECT_READERS = ("decide", "watch")
-DATA_BUCKET_READERS = ("decide", "trigger", "watch")
-STEP_SECRET_READERS = ("launch",)
+RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
+ANY_OBJECT_READERS = ("decide", "watch", "cleanup", "reap")
+DATA_BUCKET_READERS = ("decide", "trigger", "watch", "cleanup", "reap")
+STEP_SECRET_READERS = ("launch", "inbox")  # inbox: checks every secretEnv name is there
 EXECUTION_DESCRIBERS = ("watch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
 LOG_DELIVERY_ACTIONS = [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -57,11 +58,12 @@ def spec_files(specs_dir: Path) -> list[Path]:
     return deployable_spec_files(specs_dir)
 
 
-def compile_catalog(specs_dir: Path, options: CompileOptions | None = None) -> list[CatalogSpec]:
-    """Load and compile every spec; an invalid spec fails the synth with the engine's own message."""
+def compile_catalog(specs_dir: Path, options: CompileOptions | None = None, tools: Any = None) -> list[CatalogSpec]:
+    """Load and compile every spec (against `tools`, a Catalog, else the catalog beside it); an invalid spec fails
+    the synth with the engine's own message."""
     compiled = []
     for path in spec_files(specs_dir):
-        loaded = load_spec(path)
+        loaded = load_spec(path, catalog=tools)
         compiled.append(CatalogSpec(path, loaded.spec.name, compile_spec(loaded, options or CompileOptions())))
     return compiled
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from npa_workflow.local.runtime import LocalRunOptions, run_local
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
 REPORT_KEYS = {"run_id", "workflow", "status", "error", "waves", "decisions", "watermarks", "execution_arn",
-               "state_transitions", "history_events"}
+               "state_transitions", "history_events", "notices", "execution_started_at",
+               "elapsed_seconds"}
 WAVE_KEYS = {"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running", "submitted_at",
              "started_at", "ended_at"}
 CLI = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]
@@ -29,8 +31,19 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "tools.yaml").write_text((SPECS / "tools.yaml").read_text())
-    (ws / "steps").symlink_to(SPECS / "steps", target_is_directory=True)
+    # a copy, not a symlink: `submit` stages the folder's files (a symlinked folder is not staged) and a stack's
+    # jobs start in that staged code
+    shutil.copytree(SPECS / "steps", ws / "steps", ignore=shutil.ignore_patterns("__pycache__"))
     return ws
+
+
+def code_folder(tmp_path: Path) -> Path:
+    """A folder holding a copy of the example step programs, as a team's repository would: `submit` stages the
+    spec's folder and a stack's jobs start in that staged code (a symlink would not be staged)."""
+    folder = tmp_path / "code-ws"
+    if not folder.is_dir():
+        shutil.copytree(SPECS / "steps", folder / "steps", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
 
 
 def write_spec(ws: Path, name: str, body: str) -> Path:
@@ -50,7 +63,8 @@ def run(spec: Path, home: Path, **options: Any) -> dict[str, Any]:
 
 
 def check_shape(report: dict[str, Any]) -> None:
-    assert set(report) == REPORT_KEYS, sorted(report)
+    # a local run's report adds its monotonic `elapsed_seconds`; a stack's (`status`) has none
+    assert set(report) - {"elapsed_seconds"} == REPORT_KEYS - {"elapsed_seconds"}, sorted(report)
     for wave in report["waves"]:
         assert set(wave) == WAVE_KEYS, sorted(wave)
         assert wave["status"] in ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")

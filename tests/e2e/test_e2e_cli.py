@@ -64,7 +64,8 @@ def test_a_trigger_waits_until_the_objects_land_and_records_the_watermark(tmp_pa
     check_shape(report)
     assert report["status"] == "SUCCEEDED"
     assert report["watermarks"] == [
-        {"state": "ingest", "uri": f"s3://npa-workflow-local/{landing}", "objects": 2}]
+        {"state": "ingest", "uri": f"s3://npa-workflow-local/{landing}", "objects": 2, "min_objects": 2,
+         "waiting": False}]
     assert ts(only(report, "ingest")["started_at"]) >= landed - 1  # second precision of the upload clock
     assert [w["state"] for w in report["waves"]] == ["ingest", "publish"]
 

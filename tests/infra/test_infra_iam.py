@@ -117,21 +117,23 @@ def test_s3_access_follows_the_prefixes_each_function_uses(default_synth: Synth)
         "s3:GetObjectVersion": {f"{bucket}/inbox/*"},
         "s3:PutObject": {f"{bucket}/inbox-rejected/*", f"{bucket}/runs/*"},
     }
-    for name in ("launch", "trigger", "cleanup"):
+    for name in ("launch", "trigger"):
         assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/runs/*"}}, name
-    for name in ("decide", "watch"):
+    # Output checkers (the watch; cleanup and reap, for a job that exited 0 just before its cancel) and decide
+    # read wherever a spec points: the engine bucket beyond runs/.
+    for name in ("decide", "watch", "cleanup", "reap"):
         assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/*"}}, name
-    assert s3["reap"] == {}
 
 
-def test_data_buckets_are_readable_by_decide_trigger_and_watch_only(ad_hoc_synth: Synth) -> None:
+def test_data_buckets_are_readable_by_decide_trigger_and_the_output_checkers_only(ad_hoc_synth: Synth) -> None:
     data = {f"arn:<AWS::Partition>:s3:::{b}" for b in ("team-data", "team-models")}
     for name in NAMES:
         g = grants(ad_hoc_synth, name)
         listed = {r for r in g.get("s3:ListBucket", set()) if r.startswith("arn:")}
         read = {r for r in g.get("s3:GetObject", set()) if r.startswith("arn:")}
-        assert listed == (data if name in ("decide", "trigger", "watch") else set()), name
-        assert read == ({f"{d}/*" for d in data} if name in ("decide", "watch") else set()), name
+        assert listed == (data if name in ("decide", "trigger", "watch", "cleanup", "reap") else set()), name
+        readers = ("decide", "watch", "cleanup", "reap")
+        assert read == ({f"{d}/*" for d in data} if name in readers else set()), name
 
 
 def test_the_secret_is_readable_only_by_launch_watch_cleanup_reap(default_synth: Synth, ad_hoc_synth: Synth) -> None:
@@ -293,9 +295,10 @@ def _statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
     ]
 
 
-def test_step_secrets_are_set_and_readable_by_launch_only(default_synth: Synth, ad_hoc_synth: Synth) -> None:
+def test_step_secrets_are_set_and_readable_by_launch_and_inbox_only(default_synth: Synth, ad_hoc_synth: Synth) -> None:
     """Issue 11 item 15: `secretEnv` needs NPA_WORKFLOW_SECRETS_ARN on the function that fills it (launch,
-    npa_workflow.engine.wiring) and GetSecretValue on that secret; before, neither was there."""
+    npa_workflow.engine.wiring) and GetSecretValue on that secret; before, neither was there. Issue 21 item 5: the
+    inbox reads it too, to refuse a run missing one of its names before anything launches (engine.preflight)."""
     from infra.stack import STEP_SECRETS_ENV
     from npa_workflow.engine.wiring import STEP_SECRETS_ARN_ENV
 
@@ -303,10 +306,10 @@ def test_step_secrets_are_set_and_readable_by_launch_only(default_synth: Synth, 
     for name in NAMES:
         fn = ad_hoc_synth.template["Resources"][ad_hoc_synth.logical_id(ad_hoc_synth.stack.engine.functions[name])]
         env = fn["Properties"]["Environment"]["Variables"]
-        assert env.get(STEP_SECRETS_ENV) == (STEP_SECRETS_ARN if name == "launch" else None), name
+        assert env.get(STEP_SECRETS_ENV) == (STEP_SECRETS_ARN if name in ("launch", "inbox") else None), name
         read = grants(ad_hoc_synth, name).get("secretsmanager:GetSecretValue", set())
         # A partial ARN (no 6-character suffix) matches the one secret only with `-??????`.
-        assert (f"{STEP_SECRETS_ARN}-??????" in read) == (name == "launch"), name
+        assert (f"{STEP_SECRETS_ARN}-??????" in read) == (name in ("launch", "inbox")), name
         plain = default_synth.template["Resources"][
             default_synth.logical_id(default_synth.stack.engine.functions[name])]
         assert STEP_SECRETS_ENV not in plain["Properties"]["Environment"]["Variables"]
@@ -319,9 +322,10 @@ def test_kms_decrypt_only_for_the_keys_named_and_only_to_their_readers(
     expected = {
         "launch": {TOKEN_KEY_ARN, STEP_SECRETS_KEY_ARN},
         "watch": {TOKEN_KEY_ARN, DATA_KEY_ARN},
-        "cleanup": {TOKEN_KEY_ARN},
-        "reap": {TOKEN_KEY_ARN},
+        "cleanup": {TOKEN_KEY_ARN, DATA_KEY_ARN},
+        "reap": {TOKEN_KEY_ARN, DATA_KEY_ARN},
         "decide": {DATA_KEY_ARN},
+        "inbox": {STEP_SECRETS_KEY_ARN},
     }
     for name in NAMES:
         assert "kms:Decrypt" not in grants(default_synth, name), name

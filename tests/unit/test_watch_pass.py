@@ -193,6 +193,9 @@ def test_examples_write_under_the_deployments_own_bucket(engine, path: Path):
     assert uris and all(u.startswith("s3://engine/") for u in uris)
 
 
+ORPHAN_JOB_SECONDS = 30  # how long an orphan's job runs by itself: every wait of these tests ends well before
+
+
 def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, str]:
     """A running job whose Task token is gone (moto's interpreter answers InvalidToken, as AWS does for an ended
     execution) and a real execution of the run on moto, stopped or not."""
@@ -208,14 +211,22 @@ def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, 
         name=f"m-{run_id}", roleArn="arn:aws:iam::123456789012:role/sfn",
         definition=json.dumps({"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}))
     arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], name=run_id)["executionArn"]
+    started = time.monotonic()
     if stop:
         sfn.stop_execution(executionArn=arn)
     engine.callbacks = SfnCallbacks(sfn)
     engine.executions = SfnExecutions(sfn)
-    slow = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
+    slow = SPEC.replace('code: "pass"', f'code: "import time; time.sleep({ORPHAN_JOB_SECONDS})"')
     engine.runs.freeze(run_id, slow, "", {}, RunOptions())
     engine.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=arn))
     job = launch(engine, {"run_id": run_id, "state": "work", "loops": {"l1": 1}, "token": "gone-token"})["job_id"]
+    if stop:
+        # moto's worker thread records the stop when it next looks (later under load): the pass must describe
+        # an ended execution. Bounded by the job's own lifetime, past which nothing would be orphaned.
+        deadline = started + ORPHAN_JOB_SECONDS / 2
+        while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+            assert time.monotonic() < deadline, "moto never recorded the stop of the execution"
+            time.sleep(0.05)
     return arn, job
 
 

@@ -11,6 +11,9 @@ ledger table, the state machines' executions).
 Submitting uploads a spec or a run request under `inbox/` and computes the run id exactly as the inbox does
 (`engine.start.run_id_for_object` of the uploaded object's version id, else its ETag; a request's `runId` when
 given), then waits for the run to appear in the ledger or for `inbox-rejected/<key>.json`.
+
+Following a run (`status --watch`, `submit --wait`) is `RunFollower`: one GetItem per refresh while nothing
+changed; `report()` reads everything once (the run, its frozen spec, every ledger item, the history).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -89,7 +93,10 @@ class StackClient:
         import boto3
         from botocore.exceptions import ClientError
 
-        session = boto3.session.Session(region_name=region)
+        from npa_workflow.adapters.aws_clients import forget_blank_regions
+
+        forget_blank_regions()
+        session = boto3.session.Session(region_name=(region or "").strip() or None)
         if not stack:
             if not bucket:
                 raise StackError("name the stack: --stack NAME (or --bucket B), or --endpoint URL for a local serve")
@@ -104,6 +111,18 @@ class StackClient:
             raise StackError(f"stack {stack!r} has no output(s) {', '.join(missing)}: is it an npa-workflow stack?")
         return cls(session, bucket=bucket or outputs[stack_outputs.BUCKET_NAME],
                    ledger_table=ledger_table or outputs.get(stack_outputs.LEDGER_TABLE_NAME, ""), outputs=outputs)
+
+    def serve_home(self) -> Path | None:
+        """A local `serve` stack's home, as it publishes it (`protocol.stack.SERVE_HOME_KEY`): where its jobs'
+        records and logs are, whatever folder this client runs in. None: not a serve stack, or an older one."""
+        if not self.endpoint_url:
+            return None
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=stack_outputs.SERVE_HOME_KEY)["Body"].read()
+            home = json.loads(body).get("home")
+        except Exception:  # noqa: BLE001 - unknown: the caller falls back to its own home and says so
+            return None
+        return Path(home) if isinstance(home, str) and home else None
 
     @property
     def ledger(self) -> DynamoLedger:
@@ -170,14 +189,22 @@ class StackClient:
         except Exception:  # noqa: BLE001 - gone, or a service error (denied, throttled): the ledger's status then
             return record.status.value
 
-    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
-        """Until the run's status in the ledger is terminal (the stack records it when the execution ends)."""
+    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5,
+             describe_every: float = 10.0) -> RunRecord:
+        """Until the run's status in the ledger is terminal (the stack records it when the execution ends: the reap
+        of its status-change event). Each poll is one GetItem; the execution is described at most every
+        `describe_every` seconds, for a SUCCEEDED whose event is late or lost."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        described = float("-inf")
         while True:
             record = self.run(run_id)
             if record.status != RunStatus.RUNNING:
                 return record
-            execution = self.execution_status(record)
+            if time.monotonic() - described < describe_every:
+                execution = "RUNNING"
+            else:
+                described = time.monotonic()
+                execution = self.execution_status(record)
             if execution in TERMINAL and execution != "SUCCEEDED":
                 pass  # the stack's reap records why: wait for it
             elif execution == "SUCCEEDED":  # a cloud stack records no SUCCEEDED in the ledger
@@ -201,6 +228,10 @@ class StackClient:
         return build_report(run_id=run_id, workflow=record.workflow, loaded=frozen.loaded, status=status,
                             items=ledger_items(self.ledger, run_id), execution_arn=record.execution_arn or "",
                             sfn=self.executions.client if record.execution_arn else None)
+
+    def follow(self, run_id: str, *, full_every: float = 30.0) -> RunFollower:
+        """A follower of the run (`RunFollower`): what `status --watch` and `submit --wait` refresh."""
+        return RunFollower(self, run_id, full_every=full_every)
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         return self.ledger.list_runs(limit=limit)
@@ -226,8 +257,10 @@ class StackClient:
             # This run's open attempts (a consistent read of its own partition), not the stack-wide active index
             # read in full every poll: at thousands of active waves that is pages per poll, for up to a minute.
             active = self.ledger.open_attempts(run_id)
-            # A stopped execution ends ABORTED: wait for the stack's reap to record that (not a passing status).
-            settled = not stopped or record.status == RunStatus.ABORTED
+            # A cancelled run ends ABORTED: wait for the stack to record that (a FAILED its cleanup wrote before
+            # it saw the cancel is a passing status, rewritten ABORTED), unless the run had ended before the cancel.
+            settled = record.status == RunStatus.ABORTED or (
+                record.status != RunStatus.RUNNING and (record.ended_at or "") < requested_at)
             if record.status != RunStatus.RUNNING and not active and settled:
                 break
             if time.monotonic() >= deadline:
@@ -237,8 +270,10 @@ class StackClient:
         cancelled = [w.job_id for w in self.ledger.attempts(run_id)
                      if w.status == WaveStatus.CANCELLED and w.job_id
                      and ((w.wave_key, w.attempt) in open_now or (w.ended_at or "") >= requested_at)]
+        # A run the cancel ended is ABORTED (engine.cleanup records it so in every interleaving); any other end
+        # came first.
         return {"run_id": run_id, "status": record.status.value, "cancelled_jobs": cancelled,
-                "cancelled": record.status in (RunStatus.ABORTED, RunStatus.FAILED) and (stopped or bool(cancelled))}
+                "cancelled": record.status == RunStatus.ABORTED}
 
     def _stop(self, execution_arn: str) -> bool:
         return self.executions.stop(execution_arn, RUN_CANCELLED, "cancelled with npa-workflow cancel")
@@ -307,6 +342,83 @@ class StackClient:
                 f"started (definition {record.definition_digest[:12]} then, {digest[:12]} now), and a new "
                 "execution would run the new definition against the run's frozen spec; "
                 f"{again}, or deploy spec {record.workflow!r} as the run started it and resume")
+
+
+class RunFollower:
+    """The report of one run, kept up to date at the cost of one GetItem per refresh while nothing changed.
+
+    Each `refresh()` reads the RUN item (eventually consistent: half a read unit up to 4 KB). The waves — a
+    consistent Query of the run's whole partition, for a 10,000-wave run ~20 MB and ~5,000 read units — are
+    read only when the item moved: its `changes` counter (the watch pass moves it once per pass for every run
+    whose waves it wrote: `DynamoLedger.note_changes`), status, execution or error; and at least every
+    `full_every` seconds, for what no counter covers (a launch's own writes; a stack deployed before the
+    counter existed), when a running execution is also described (a cloud run's SUCCEEDED reaches the ledger
+    with the reap event, which EventBridge delivers best effort). The frozen spec is read once; the history once,
+    when the run has ended (the live views show none of it, the summary counts it).
+
+    A read that AWS throttled (after the SDK's retries) keeps the last report and says so: the report's
+    `throttled` is that one line, and the next refresh reads again. A throttle on the very first read raises.
+    """
+
+    def __init__(self, client: StackClient, run_id: str, *, full_every: float = 30.0,
+                 clock: Any = time.monotonic) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.full_every = full_every
+        self.clock = clock
+        self._loaded: Any = None
+        self._seen: tuple[Any, ...] | None = None
+        self._read_at = float("-inf")
+        self._report: dict[str, Any] | None = None
+
+    @property
+    def loaded(self) -> Any:
+        """The run's frozen spec (three S3 GETs, once)."""
+        if self._loaded is None:
+            from npa_workflow.engine.runs import RunStore
+
+            self._loaded = RunStore(S3Store(self.client.s3), self.client.bucket).load(self.run_id).loaded
+        return self._loaded
+
+    def refresh(self) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        from npa_workflow.adapters.aws_errors import throttled, unread
+
+        try:
+            record = self.client.ledger.get_run(self.run_id, consistent=False) or self.client.run(self.run_id)
+        except ClientError as exc:
+            if not throttled(exc) or self._report is None:
+                raise
+            return {**self._report, "throttled": unread("GetItem of the run", exc)}
+        now = self.clock()
+        seen = (record.changes, record.status, record.execution_arn, record.ended_at, record.error)
+        due = now - self._read_at >= self.full_every
+        if self._report is not None and seen == self._seen and not due:
+            return self._report
+        status = record.status.value
+        if status == "RUNNING" and due and record.execution_arn \
+                and self.client.execution_status(record) == "SUCCEEDED":
+            status = "SUCCEEDED"  # the ledger's SUCCEEDED comes with the reap event: not yet, or lost
+        try:
+            report = self._build(record, status)
+        except ClientError as exc:
+            if not throttled(exc) or self._report is None:
+                raise
+            return {**self._report, "throttled": unread("the run's ledger Query", exc)}
+        self._seen, self._read_at, self._report = seen, now, report
+        return report
+
+    def _build(self, record: RunRecord, status: str) -> dict[str, Any]:
+        from npa_workflow.local.report import build_report
+        from npa_workflow.local.runtime import ledger_items
+
+        ended = status != "RUNNING"
+        arn = record.execution_arn or ""
+        return build_report(run_id=self.run_id, workflow=record.workflow, loaded=self.loaded, status=status,
+                            items=ledger_items(self.client.ledger, self.run_id), execution_arn=arn,
+                            sfn=self.client.executions.client if arn and ended else None,
+                            read_history_events=ended)
 
 
 def _name_and_run_id(document: dict[str, Any]) -> tuple[str, str]:

@@ -5,7 +5,8 @@ Every wave attempt in the ledger names its job; a local job's combined stdout an
 `serve` was started from). Where the run's ledger comes from:
 
 - a local `run`: its ledger kept under `<home>/runs/<run-id>/` (`local.durable_aws.run_ledger_items`);
-- a `serve` stack (`--endpoint`): its ledger table, the logs under the same home;
+- a `serve` stack (`--endpoint`): its ledger table, the logs under serve's own home, which serve publishes in
+  its bucket (`protocol.stack.SERVE_HOME_KEY`), so a client in any folder finds them;
 - a deployed stack (`--stack`): its ledger table; a step is a SkyPilot managed job, whose log the
   SkyPilot API server keeps: read by exact job id through its REST API (`POST /jobs/logs`, bounded by
   `--bytes`; `--follow`: streamed until the job ends) when `--skypilot-endpoint` /
@@ -14,6 +15,10 @@ Every wave attempt in the ledger names its job; a local job's combined stdout an
   otherwise the command says which job and how to read it. The handlers' own logs stay in CloudWatch.
 
 Only the last `--bytes` of each log are read, so a multi-gigabyte training log costs what its tail costs.
+
+What is printed is redacted (`npa_workflow.redact`) of the secrets the job was given (the names in its job record
+and the run's frozen options), with the values this process's environment holds: a local job's log file is
+already written redacted (`local.job_wrapper`); a SkyPilot job's log, read from the API server, is redacted here.
 """
 
 from __future__ import annotations
@@ -44,6 +49,13 @@ class LogSource:
     job_id: str | None
     path: Path | None  # a local job's log file; None for a job that lives on SkyPilot
     where: str  # how to read it, in words
+    secret_names: tuple[str, ...] = ()  # the job's secrets (names): redacted from what is printed
+    error: str = ""  # the attempt's error (a wave that never launched a job says why here)
+
+    def redactor(self) -> Callable[[str], str]:
+        from npa_workflow import redact
+
+        return redact.from_environment(self.secret_names)
 
     @property
     def label(self) -> str:
@@ -112,12 +124,26 @@ def wave_round(wave: Any, loops_of: dict[str, list[str]]) -> int | None:
     return wave.iteration if wave.iteration is not None or len(counters) != 1 else next(iter(counters.values()))
 
 
-def _sources(waves: list[Any], loaded: Any, home: Path) -> list[LogSource]:
+def job_secret_names(home: Path, job_id: str | None) -> tuple[str, ...]:
+    """The secret names a local job's record keeps ((): none, or no such record here)."""
+    path = local_log_path(home, job_id)
+    if path is None:
+        return ()
+    try:
+        record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ()
+    names = record.get("secret_names") if isinstance(record, dict) else None
+    return tuple(str(n) for n in names) if isinstance(names, list) else ()
+
+
+def _sources(waves: list[Any], loaded: Any, home: Path, run_secrets: tuple[str, ...] = ()) -> list[LogSource]:
     loops_of = loops_of_spec(loaded)
     out = []
     for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
+        secrets = tuple(dict.fromkeys([*run_secrets, *job_secret_names(home, w.job_id)]))
         out.append(LogSource(w.state, wave_round(w, loops_of), w.attempt, w.status.value, w.job_id,
-                             local_log_path(home, w.job_id), log_location(home, w.job_id)))
+                             local_log_path(home, w.job_id), log_location(home, w.job_id), secrets, w.error or ""))
     return out
 
 
@@ -154,10 +180,19 @@ def stack_sources(client: Any, run_id: str, home: Path) -> list[LogSource]:
     client.run(run_id)  # an unknown run is a StackError naming it
     waves = client.ledger.attempts(run_id)
     try:
-        loaded = RunStore(S3Store(client.s3), client.bucket).load(run_id).loaded
+        frozen = RunStore(S3Store(client.s3), client.bucket).load(run_id)
+        loaded, run_secrets = frozen.loaded, _run_secret_names(frozen)
     except Exception:  # noqa: BLE001 - the spec only numbers loop rounds; logs are found without it
-        loaded = None
-    return _sources(waves, loaded, home)
+        loaded, run_secrets = None, ()
+    return _sources(waves, loaded, home, run_secrets)
+
+
+def _run_secret_names(frozen: Any) -> tuple[str, ...]:
+    """The run's `--secret-env` names and every tool's `secretEnv` (a SkyPilot job keeps no record here)."""
+    names = list(frozen.options.secret_names)
+    for tool in getattr(frozen.loaded.catalog, "tools", {}).values():
+        names += list(getattr(tool, "secret_env", []) or [])
+    return tuple(dict.fromkeys(names))
 
 
 def select(sources: list[LogSource], state: str | None, iteration: int | None, attempt: int | None) -> list[LogSource]:
@@ -198,6 +233,13 @@ HANDLER_LOGS = ("the handlers' logs are in CloudWatch: each function's own log g
                 "in /aws/vendedlogs/states/<stack>.<spec>")
 
 
+def _redacted(source: LogSource, data: bytes) -> bytes:
+    redactor = source.redactor()
+    if not redactor:
+        return data
+    return redactor(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+
 def show_skypilot(source: LogSource, budget: int, sky: Any) -> None:
     """Print the tail of a SkyPilot managed job's log, read from the API server by exact job id."""
     from npa_workflow.adapters.skypilot_api import SkyPilotError
@@ -212,7 +254,20 @@ def show_skypilot(source: LogSource, budget: int, sky: Any) -> None:
              "shown (--bytes N for more)")
     if not got.complete:
         _err(f"npa-workflow logs: {source.label}: the server's stream was cut off at the byte or time budget")
-    _write(got.text.encode())
+    _write(_redacted(source, got.text.encode()))
+
+
+def local_runtime_alive(home: Path, run_id: str) -> bool:
+    """Whether the `npa-workflow run` of this local run still runs (it holds its embedded AWS's state)."""
+    from npa_workflow.local.durable_aws import held_elsewhere
+    from npa_workflow.local.runtime import AWS_STATE_DIR
+
+    state = home / "runs" / run_id / AWS_STATE_DIR
+    try:
+        # No lock file: a run kept the older way (ledger.json), or not started yet: no runtime to judge by.
+        return held_elsewhere(state) if (state / "lock").is_file() else True
+    except OSError:
+        return True  # cannot tell (an unreadable home): keep following, Ctrl-C ends it
 
 
 def follow_skypilot(source: LogSource, budget: int, sky: Any) -> None:
@@ -220,16 +275,45 @@ def follow_skypilot(source: LogSource, budget: int, sky: Any) -> None:
     ends: the API server ends the stream then (`SkyPilotApi.follow_job_logs`, by exact job id)."""
     from npa_workflow.adapters.skypilot_api import SkyPilotError
 
+    lines = _LineRedactor(source)
     try:
-        sky.follow_job_logs(int(source.job_id or ""), lambda text: _write(text.encode()),
-                            tail_lines=max(1, budget // 16))
+        sky.follow_job_logs(int(source.job_id or ""), lines.write, tail_lines=max(1, budget // 16))
+        lines.flush()
     except (SkyPilotError, ValueError) as exc:
         _err(f"npa-workflow logs: {source.label}: cannot follow SkyPilot job {source.job_id}'s log: {exc}")
 
 
+def no_log_reason(source: LogSource, exc: OSError) -> str:
+    """Why a local job's log cannot be read, said as it is (its record tells a job that ran from one this home
+    never had)."""
+    assert source.path is not None
+    if not isinstance(exc, FileNotFoundError):
+        return f"cannot read {source.path}: {exc.strerror or exc}"
+    record = source.path.with_suffix(".json")
+    jobs = source.path.parent
+    if record.exists():
+        return (f"no log at {source.path}: job {source.job_id} is recorded there but its log file is gone "
+                "(removed by `npa-workflow gc`, or by hand)")
+    return (f"no log at {source.path}: this home ({jobs.parent}) has no job {source.job_id}; a job's log is in the "
+            "home of the runtime that ran it (run from the folder the run was started in, set $NPA_WORKFLOW_HOME, "
+            "or give --endpoint URL of the serve that ran it)")
+
+
+def _exit_if_never_launched(chosen: list[LogSource]) -> None:
+    """No job, so no log: each chosen attempt that never launched says why, and with nothing to show, exit 1
+    (an empty output and exit 0 read as "the step printed nothing")."""
+    never = [s for s in chosen if not s.job_id]
+    for source in never:
+        reason = f": {source.error}" if source.error else " (its launch has not recorded a job yet)"
+        _err(f"npa-workflow logs: {'error: ' if len(never) == len(chosen) else ''}{source.label} never launched a "
+             f"job ({source.status}){reason}")
+    if never and len(never) == len(chosen):
+        raise typer.Exit(1)
+
+
 def show(source: LogSource, budget: int, header: bool, sky: Any = None) -> int:
-    """Print the tail of one log; returns the offset it ended at (for --follow). ``sky``: a SkyPilot API
-    client, for the waves whose job is a SkyPilot managed job."""
+    """Print the tail of one log; returns the offset it ended at (for --follow), -1 when there is no log to read.
+    ``sky``: a SkyPilot API client, for the waves whose job is a SkyPilot managed job."""
     if header:
         _write(f"==> {source.label} · {source.status} · {source.where} <==\n".encode())
     if source.path is None:
@@ -241,20 +325,60 @@ def show(source: LogSource, budget: int, header: bool, sky: Any = None) -> int:
         return 0
     try:
         data, skipped = read_tail(source.path, budget)
-    except FileNotFoundError:
-        _err(f"npa-workflow logs: {source.label}: no log at {source.path} (the job has not started, or its "
-             "files were removed)")
-        return 0
+    except OSError as exc:
+        _err(f"npa-workflow logs: {source.label}: {no_log_reason(source, exc)}")
+        return -1
     if skipped:
         _err(f"npa-workflow logs: {source.label}: the first {skipped} bytes are not shown (--bytes N for more)")
-    _write(data)
+    _write(_redacted(source, data))
     return skipped + len(data)
 
 
-def follow(source: LogSource, offset: int, refresh: Callable[[], LogSource | None]) -> None:
-    """Print what the log gains until its attempt ends (then what it still had), or Ctrl-C."""
+class _LineRedactor:
+    """Text arriving in pieces, printed redacted a whole line at a time (a value cut across two pieces is still
+    found); `flush` prints the rest."""
+
+    def __init__(self, source: LogSource) -> None:
+        self.source = source
+        self.pending = ""
+
+    def write(self, text: str) -> None:
+        self.pending += text
+        cut = self.pending.rfind("\n") + 1
+        if cut:
+            _write(_redacted(self.source, self.pending[:cut].encode("utf-8", "surrogateescape")))
+            self.pending = self.pending[cut:]
+
+    def flush(self) -> None:
+        if self.pending:
+            _write(_redacted(self.source, self.pending.encode("utf-8", "surrogateescape")))
+            self.pending = ""
+
+
+ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def job_ended(path: Path | None) -> bool:
+    """Whether a local job has ended, from its own files (its exit file, or a terminal record): true even when
+    the runtime that would have recorded it in the ledger is gone."""
+    if path is None:
+        return False
+    if path.with_suffix(".exit").exists():
+        return True
+    try:
+        record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("status") in ENDED
+
+
+def follow(source: LogSource, offset: int, refresh: Callable[[], LogSource | None],
+           runtime_alive: Callable[[], bool] = lambda: True) -> str:
+    """Print what the log gains until its attempt ends (then what it still had), its job ended, or the runtime
+    that runs it is gone; or Ctrl-C. Returns why it stopped."""
     assert source.path is not None
-    done = False
+    done = ""
+    lines = _LineRedactor(source)
     while True:
         try:
             with open(source.path, "rb") as fh:
@@ -263,13 +387,19 @@ def follow(source: LogSource, offset: int, refresh: Callable[[], LogSource | Non
         except FileNotFoundError:
             data = b""
         if data:
-            _write(data)
+            lines.write(data.decode("utf-8", "surrogateescape"))
             offset += len(data)
         if done:
-            return
+            lines.flush()
+            return done
         time.sleep(FOLLOW_POLL_SECONDS)
         now = refresh()
-        done = now is None or now.status in ("SUCCEEDED", "FAILED", "CANCELLED")
+        if now is None or now.status in ENDED:
+            done = "ended"
+        elif job_ended(source.path):
+            done = "job-ended"
+        elif not runtime_alive():
+            done = "runtime-gone"
 
 
 def logs_command(
@@ -298,7 +428,10 @@ def logs_command(
         if endpoint or stack:  # an unknown run, an unreachable stack: one `logs: error:` line, exit 1
             from npa_workflow.cli.stack import _on_stack
 
-            return _on_stack("logs", lambda client: stack_sources(client, run, home), endpoint, stack, None, region)
+            def sources(client: Any) -> list[LogSource]:  # a serve stack's logs: under its home, not ours
+                return stack_sources(client, run, (client.serve_home() if endpoint else None) or home)
+
+            return _on_stack("logs", sources, endpoint, stack, None, region)
         return local_run_sources(run, home)
 
     def load_or_exit() -> list[LogSource]:
@@ -321,7 +454,9 @@ def logs_command(
     if follow_ and len(chosen) > 1:
         _err("npa-workflow logs: error: --follow follows one step: name STATE (and --iteration N in a loop)")
         raise typer.Exit(2)
+    _exit_if_never_launched(chosen)
     sky = skypilot_client(skypilot_endpoint) if (endpoint or stack) and skypilot_endpoint else None
+    missing = 0
     for source in chosen:
         if follow_ and source.path is None and sky is not None and (source.job_id or "").isdigit():
             try:
@@ -330,6 +465,9 @@ def logs_command(
                 raise typer.Exit(130) from None
             continue
         offset = show(source, budget, header=len(chosen) > 1, sky=sky)
+        if offset < 0 and not (follow_ and source.status not in ENDED):
+            missing += 1
+            continue
         if follow_ and source.path is not None:
 
             def refresh(target: LogSource = source) -> LogSource | None:
@@ -337,6 +475,13 @@ def logs_command(
                 return found[0] if found else None
 
             try:
-                follow(source, offset, refresh)
+                why = follow(source, max(offset, 0), refresh,
+                             (lambda: True) if (endpoint or stack) else (lambda: local_runtime_alive(home, run)))
             except KeyboardInterrupt:
                 raise typer.Exit(130) from None
+            if why == "runtime-gone":
+                _err(f"npa-workflow logs: {source.label}: the `npa-workflow run` of {run!r} is no longer running "
+                     f"and its job is not recorded as ended (resume it: npa-workflow run SPEC --resume --run-id {run})")
+                raise typer.Exit(1)
+    if missing:
+        raise typer.Exit(1)

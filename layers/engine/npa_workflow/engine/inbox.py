@@ -249,6 +249,7 @@ def handle_object(
     try:
         prepared = _prepare(engine, uri, body)
         options = _options(prepared)
+        _check_secrets(prepared)
         if "max_wait_seconds" not in options.model_fields_set:  # the stack's deadline, unless the request sets one
             options = options.model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
@@ -366,6 +367,23 @@ def _under_spec(problem: Problem) -> Problem:
     """A problem of an inline spec, at its path inside the request."""
     path = join("spec", problem.path) if problem.path not in ("", "$") else "spec"
     return Problem(path, problem.message, problem.hint, problem.severity, problem.file)
+
+
+def _check_secrets(prepared: _Prepared) -> None:
+    """Every step secret the plan needs is where its jobs will get it, before the execution starts
+    (engine.preflight): a missing one is a rejection naming it, not a failure after the steps before it ran."""
+    from npa_workflow.engine.preflight import secret_problems
+    from npa_workflow.engine.wiring import step_secret_presence
+
+    source = step_secret_presence()
+    if source is None:
+        return
+    present, where, fix = source
+    problems = secret_problems(prepared.loaded, present, where=where, fix=fix)
+    inline = prepared.request is not None and isinstance(prepared.request.spec, dict)
+    if problems:
+        raise Rejected([_under_spec(p) if inline else Problem(p.path, p.message, p.hint, file=prepared.loaded.file)
+                        for p in problems])
 
 
 def _options(prepared: _Prepared) -> RunRequestOptions:

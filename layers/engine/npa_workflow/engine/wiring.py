@@ -12,8 +12,11 @@ Variables:
 - `NPA_WORKFLOW_RETENTION_DAYS`: ledger items expire after this many days (DynamoDB TTL);
 - `NPA_WORKFLOW_LOCAL_STATE_DIR`: where local jobs keep their records (default `$NPA_WORKFLOW_HOME`,
   else `.npa-workflow` in the current directory);
-- `AWS_ENDPOINT_URL`: set by the local runtime to its embedded moto server; every client uses it and
-  local jobs get it with dummy credentials, so their steps reach the local S3.
+- `AWS_ENDPOINT_URL`: set by the local runtime to its embedded moto server; every client uses it;
+- `NPA_WORKFLOW_STEP_ENDPOINT`, `NPA_WORKFLOW_STEP_GRANTS`: the local runtime's step gate
+  (`local.step_gate`): each local job gets the gate's endpoint and credentials of its own, for the S3 places
+  its run names, never the embedded AWS's endpoint (no ledger, no Step Functions). Without a gate (a harness
+  that starts moto alone) jobs get the endpoint and the dummy credentials.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
@@ -73,14 +76,17 @@ def local_state_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint,
-    that endpoint, dummy credentials and a region."""
+    """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint but no
+    step gate, that endpoint, dummy credentials and a region (with a gate, each job's own credentials are laid
+    over this by the executor: `local.step_gate.StepAccess`)."""
+    from npa_workflow.local.step_gate import ENDPOINT_ENV
+
     env = os.environ if env is None else env
     python_dir = str(Path(sys.executable).parent)
     path = env.get("PATH", "")
     job_env = {"PATH": python_dir + (os.pathsep + path if path else "")}
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip()
-    if endpoint:
+    if endpoint and not env.get(ENDPOINT_ENV, "").strip():
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or DEFAULT_REGION
         job_env.update(AWS_ENDPOINT_URL=endpoint, AWS_DEFAULT_REGION=region, AWS_REGION=region, **DUMMY_CREDENTIALS)
     return job_env
@@ -88,7 +94,8 @@ def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def _cache_key(env: Mapping[str, str]) -> tuple[str, ...]:
     names = (LEDGER_TABLE_ENV, BUCKET_ENV, EXECUTOR_ENV, LOCAL_STATE_DIR_ENV, HOME_ENV, "AWS_ENDPOINT_URL",
-             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV)
+             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV,
+             "NPA_WORKFLOW_STEP_ENDPOINT", "NPA_WORKFLOW_STEP_GRANTS")
     return tuple(env.get(n, "") for n in names)
 
 
@@ -144,8 +151,10 @@ def _build(env: Mapping[str, str]) -> Engine:
         job_env: dict[str, str] = {}
     else:
         from npa_workflow.local.job_executor import LocalJobExecutor
+        from npa_workflow.local.step_gate import StepAccess
 
-        executor = LocalJobExecutor(local_state_dir(env))
+        access = StepAccess.from_environment(env, bucket, region or DEFAULT_REGION)
+        executor = LocalJobExecutor(local_state_dir(env), step_access=access)
         job_env = local_job_env(env)
     return Engine(ledger=ledger, runs=RunStore(store, bucket), store=store, executor=executor,
                   callbacks=callbacks, job_env=job_env, executions=SfnExecutions(sfn))
@@ -191,3 +200,27 @@ class LazyExecutor:
 
     def confirm_cancelled(self, job_ids: list[str], timeout_seconds: float) -> bool:
         return self._get().confirm_cancelled(job_ids, timeout_seconds)
+
+
+def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str] | None:
+    """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix),
+    or None when nothing here can tell (a SkyPilot stack without a step-secrets secret). Locally (`serve`) the
+    jobs inherit this process's environment; on a stack they get the step-secrets JSON secret's keys."""
+    from npa_workflow.engine.preflight import environment_presence, local_fix
+
+    env = os.environ if env is None else env
+    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    if kind == "local":
+        return environment_presence(dict(env)), "the environment of npa-workflow serve", local_fix("serve")
+    arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    if not arn:
+        return None
+    from npa_workflow.adapters.aws_clients import AwsClients
+    from npa_workflow.adapters.secrets import SecretsManagerSecrets
+
+    endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
+    region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or (DEFAULT_REGION if endpoint else None)
+    clients = AwsClients(endpoint_url=endpoint, region=region, pool_size=1)
+    source = SecretsManagerSecrets(arn, clients.client("secretsmanager", pooled=False))
+    return (source.presence, f"the step-secrets secret {arn}",
+            "add the key to that JSON secret (aws secretsmanager put-secret-value), then submit again")

@@ -36,6 +36,7 @@ from typing import Any
 
 from npa_workflow.engine.ports import Execution
 from npa_workflow.protocol.errors import LAMBDA_SERVICE_EXCEPTION
+from npa_workflow.storage_errors import is_storage_fault
 
 __all__ = ["DUPLICATE_ENV", "EventPump", "encode_event_key", "execution_status_event", "object_created_event",
            "scheduled_event"]
@@ -142,8 +143,10 @@ class EventPump:
             if not response.get("FunctionError"):
                 return result
             error = result
-            LOG.warning("%s failed (attempt %d of %d): %s", function, attempt + 1, ASYNC_RETRIES + 1,
-                        (result or {}).get("errorMessage") if isinstance(result, dict) else result)
+            message = (result or {}).get("errorMessage") if isinstance(result, dict) else result
+            # A full or read-only disk is said once, by the command, with its fix: not at every retry.
+            LOG.log(logging.DEBUG if is_storage_fault(message) else logging.WARNING,
+                    "%s failed (attempt %d of %d): %s", function, attempt + 1, ASYNC_RETRIES + 1, message)
         self._on_failure(function, event, error)
         return None
 

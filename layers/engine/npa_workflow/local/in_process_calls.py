@@ -211,8 +211,13 @@ def _respond(request: Any, app: Any, url: urllib.parse.SplitResult) -> Any:
         environ = _environ(request, url, body)
         answered = _dispatch(app, environ) if hasattr(app, "get_application") else None
         status, headers, content = answered if answered is not None else _call(app, environ)
-    except Exception:  # noqa: BLE001 - what werkzeug's server answers for an app that raised
-        LOG.exception("embedded AWS: %s %s failed in the app", request.method, request.url)
+    except Exception as exc:  # noqa: BLE001 - what werkzeug's server answers for an app that raised
+        from npa_workflow.storage_errors import is_storage_fault
+
+        if is_storage_fault(exc):  # a full or read-only disk: said once, by the command, with the fix
+            LOG.debug("embedded AWS: %s %s failed: %s", request.method, request.url, exc)
+        else:
+            LOG.exception("embedded AWS: %s %s failed in the app", request.method, request.url)
         status, headers, content = 500, [("Content-Type", "text/plain")], b"Internal Server Error"
     merged: dict[str, str] = {}
     for name, value in headers:

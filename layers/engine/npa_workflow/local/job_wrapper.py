@@ -129,6 +129,19 @@ def _parents() -> dict[int, int]:
     return parents
 
 
+def _marked(marker: str) -> set[int]:
+    """Processes whose environment carries the job's marker (`NPA_LOCAL_JOB_ID=<id>`): one that wrote its pid into
+    another cgroup's `cgroup.procs` left the job's cgroup, not its environment."""
+    needle, found = f"NPA_LOCAL_JOB_ID={marker}".encode(), set()
+    for name in os.listdir("/proc") if marker and os.path.isdir("/proc") else ():
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.add(int(name))
+    return found
+
+
 def _job_processes(cgroup: str | None) -> set[int]:
     """Every live process of the job except this wrapper."""
     me = os.getpid()
@@ -168,10 +181,12 @@ def _signal(pids: set[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _sweep(cgroup: str | None, grace: float) -> None:
-    """End whatever the command left behind: SIGTERM, then SIGKILL after the grace, until none is left."""
+def _sweep(cgroup: str | None, grace: float, find: Callable[[], set[int]] | None = None) -> None:
+    """End whatever the command left behind (`find`: the job's processes): SIGTERM, then SIGKILL after the grace,
+    until none is left."""
+    find = find or (lambda: _job_processes(cgroup))
     _reap_children()
-    left = _job_processes(cgroup)
+    left = find()
     if not left:
         return
     _signal(left, signal.SIGTERM)
@@ -179,14 +194,14 @@ def _sweep(cgroup: str | None, grace: float) -> None:
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
         _reap_children()
-        left = _job_processes(cgroup)
+        left = find()
     for _ in range(50):  # new forks may appear while we kill: repeat until none is left
         if not left:
             break
         _signal(left, signal.SIGKILL)
         time.sleep(0.02)
         _reap_children()
-        left = _job_processes(cgroup)
+        left = find()
 
 
 def _try_take(lock_dir: str, devices: list[tuple[str, str]], count: int) -> list[tuple[str, int]] | None:
@@ -303,6 +318,79 @@ def _child_env(args: _Args) -> tuple[dict[str, str] | None, list[int]]:
     return env, [fd for _, fd in held]
 
 
+REDACT_ENV = "NPA_WORKFLOW_REDACT"  # names (never values) of the secrets in the job's environment
+
+
+def _log_redactor(env: dict[str, str] | os._Environ[str]) -> Callable[[str], str] | None:
+    """A redactor of the job's secrets (npa_workflow/redact.py, standard library only, loaded by path: this
+    wrapper runs isolated), or None when the job has none: its output then goes straight to the log."""
+    names = [n for n in str(env.get(REDACT_ENV, "")).split(",") if n and env.get(n)]
+    if not names:
+        return None
+    import importlib.util
+
+    location = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "redact.py")
+    spec = importlib.util.spec_from_file_location("_npa_redact", location)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    redactor = module.Redactor({n: env[n] for n in names})
+    return redactor if redactor else None
+
+
+class _RedactingPump:
+    """The command's output on its way to the log, without its secrets: the log on disk never holds a value.
+
+    Text is redacted a line at a time; a line longer than `_PUMP_CHUNK` is cut, keeping its last
+    `longest form - 1` characters for the next cut, so a value split across two reads is still found."""
+
+    def __init__(self, pipe: object, redactor: Callable[[str], str]) -> None:
+        import threading
+
+        self._pipe = pipe
+        self._redactor = redactor
+        self.failed = ""
+        self._hold = max((len(form) for form, _ in getattr(redactor, "_pairs", [])), default=1) - 1
+        self._thread = threading.Thread(target=self._run, name="npa-log-redact", daemon=True)
+        self._thread.start()
+
+    def _write(self, text: str) -> None:
+        data = self._redactor(text).encode("utf-8", "surrogateescape")
+        out = sys.stdout.buffer
+        try:
+            out.write(data)
+            out.flush()
+        except OSError as exc:  # the log cannot be written (a full disk): the job's output is dropped, said once
+            if not self.failed:
+                self.failed = f"cannot write the job's log: {exc.strerror or exc}"
+
+    def _run(self) -> None:
+        pending = ""
+        read = self._pipe.read1  # type: ignore[attr-defined]
+        while True:
+            chunk = read(_PUMP_CHUNK)
+            if not chunk:
+                break
+            pending += chunk.decode("utf-8", "surrogateescape")
+            cut = pending.rfind("\n") + 1
+            if cut:
+                self._write(pending[:cut])
+                pending = pending[cut:]
+            elif len(pending) > _PUMP_CHUNK:
+                keep = min(self._hold, len(pending))
+                self._write(pending[: len(pending) - keep])
+                pending = pending[len(pending) - keep:]
+        if pending:
+            self._write(pending)
+
+    def finish(self, timeout: float = 10.0) -> None:
+        self._thread.join(timeout)
+
+
+_PUMP_CHUNK = 64 * 1024
+
+
 def main(argv: list[str]) -> int:
     parsed = _parse(argv)
     if parsed is None:
@@ -343,8 +431,12 @@ def main(argv: list[str]) -> int:
         _write_exit(exit_path, {"exit_code": 126, "signal": None, "error": message, "child_pid": None,
                                 "ended_at": _now()})
         return 126
+    child_env = env if env is not None else os.environ
+    redactor = _log_redactor(child_env)
     try:
-        child = subprocess.Popen(command, env=env, pass_fds=lock_fds, cwd=cwd)
+        child = subprocess.Popen(command, env=env, pass_fds=lock_fds, cwd=cwd,
+                                 stdout=subprocess.PIPE if redactor else None,
+                                 stderr=subprocess.STDOUT if redactor else None)
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         message = f"cannot start {command[0]!r}: {exc}"
@@ -363,6 +455,7 @@ def main(argv: list[str]) -> int:
     for signum in _FORWARDED:
         signal.signal(signum, forward)
 
+    pump = _RedactingPump(child.stdout, redactor) if redactor and child.stdout is not None else None
     while True:
         try:
             returncode = child.wait()
@@ -370,6 +463,8 @@ def main(argv: list[str]) -> int:
         except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
             continue
     _sweep(cgroup, grace)
+    if pump is not None:
+        pump.finish()  # every process holding the pipe is gone: the rest of the output is read and written
 
     sig_name = None
     error = None
@@ -382,6 +477,9 @@ def main(argv: list[str]) -> int:
             sig_name = f"SIG{signum}"
         exit_code = 128 + signum
         error = f"killed by signal {sig_name}"
+    if pump is not None and pump.failed:  # its output is lost: the step failed, whatever its command said
+        error = f"{error}; {pump.failed}" if error else pump.failed
+        exit_code = exit_code or 74  # EX_IOERR
     _write_exit(
         exit_path,
         {
@@ -392,6 +490,9 @@ def main(argv: list[str]) -> int:
             "ended_at": _now(),
         },
     )
+    marker = (env if env is not None else os.environ).get("NPA_LOCAL_JOB_ID", "")
+    if cgroup and marker:  # after the exit is recorded: a scan of every process's environment is off the wave's path
+        _sweep(cgroup, grace, lambda: _marked(marker) - {os.getpid()})
     return exit_code if exit_code < 256 else 255
 
 

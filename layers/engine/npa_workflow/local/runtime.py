@@ -77,6 +77,8 @@ from npa_workflow.local.sdk_models import sdk_models_parsed_once
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.render.code import spec_code_root
+from npa_workflow.spec.buckets import FIX as BUCKET_FIX
+from npa_workflow.spec.buckets import bucket_name_problem
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -353,6 +355,7 @@ class LocalRuntime:
         Raises `SpecError` for an invalid spec and `LocalRunError` for anything else the user can fix;
         a failed run is not an exception: its report says FAILED.
         """
+        self._began = time.monotonic()  # the run's duration: a wall clock set back or forward does not count
         if not _active.acquire(blocking=False):
             raise LocalRunError("another local run is already active in this process")
         usable_home(self.home, explicit=self.options.home is not None)
@@ -382,7 +385,7 @@ class LocalRuntime:
                     "(runs are found under .npa-workflow/ in the directory they were started from, "
                     "or $NPA_WORKFLOW_HOME)"
                 )
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = _resumable_meta(run_id, meta_path)
             # Before the run's vars meet this spec (another spec's vars would read as unknown tokens of this one).
             _check_same_workflow(run_id, meta, spec_path)
             variables = {**meta.get("vars", {}), **variables}  # the run's vars, overridden by the new ones
@@ -390,6 +393,7 @@ class LocalRuntime:
                            allow_unknown_keys=opt.allow_unknown_keys)
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
+        _preflight_secrets(loaded, spec_path, opt.secret_names)
         spec = loaded.spec
         if spec.runtime_only and opt.assume_decision:
             raise LocalRunError(
@@ -398,7 +402,7 @@ class LocalRuntime:
             )
         if meta and meta.get("workflow") != spec.name:
             raise LocalUsageError(_other_workflow(run_id, meta, spec.name, spec_path))
-        run_id = check_run_id(run_id or default_run_id(spec.name))
+        run_id = check_run_id(default_run_id(spec.name) if run_id is None else run_id)  # "" is refused, not replaced
         if not opt.resume and (self.home / "runs" / run_id / "meta.json").exists():
             raise LocalRunError(
                 f"run {run_id!r} already exists under {self.home / 'runs' / run_id}: "
@@ -415,6 +419,7 @@ class LocalRuntime:
 
         loaded, spec_text, catalog_text, variables, meta = self._prepare()
         self.loaded = loaded
+        getattr(self.progress, "spec_loaded", lambda _: None)(loaded)  # optional: a progress may use the spec
         run_dir = self.home / "runs" / self.run_id
         if self.options.resume and held_elsewhere(run_dir / AWS_STATE_DIR):
             # refused before anything starts (the durable state's own lock refuses it again, race-free, below)
@@ -479,7 +484,8 @@ class LocalRuntime:
                 status = self._interrupt(engine, deployed)
         finally:
             self.progress.finished()
-            if status is None:  # an unexpected error is on its way up: still leave no job behind
+            # an unexpected error is on its way up: still leave no job behind (none before the deploy ended)
+            if status is None and deployed is not None:
                 with contextlib.suppress(Exception), signals_ignored():
                     self._reap(engine, "the local runtime failed", "FAILED")
         with signals_ignored():
@@ -506,6 +512,7 @@ class LocalRuntime:
                 previous_items=previous_items,
                 interrupted_reason=(self._stop_reason or "interrupted (Ctrl-C)") if interrupted else "",
             )
+            report["elapsed_seconds"] = round(time.monotonic() - self._began, 3)
             _write_json(run_dir / "report.json", report)
         return report
 
@@ -542,7 +549,10 @@ class LocalRuntime:
         try:
             reap(engine, self.run_id, reason, status=RunStatus(status))
         except Exception as exc:  # noqa: BLE001 - reported; the report is still written
-            LOG.warning("reap of run %s failed: %s", self.run_id, exc)
+            from npa_workflow.storage_errors import is_storage_fault
+
+            LOG.log(logging.DEBUG if is_storage_fault(exc) else logging.WARNING, "reap of run %s failed: %s",
+                    self.run_id, exc)
 
     # ---------------------------------------------------------------------------------------- deploy
     def _deploy(self, loaded: LoadedSpec, ledger: DynamoLedger) -> _Deployed:
@@ -552,6 +562,9 @@ class LocalRuntime:
         clients = {name: session.client(name, endpoint_url=self.endpoint_url)
                    for name in ("s3", "iam", "lambda", "stepfunctions")}
         for bucket in self._buckets(loaded):
+            if reason := bucket_name_problem(bucket):  # a run-time value (a run.* token) validation could not see
+                raise LocalRunError(f"{self.options.spec}: config: bucket {bucket!r} is not a legal S3 bucket "
+                                    f"name: it {reason} (fix: {BUCKET_FIX})")
             try:
                 create_bucket(clients["s3"], bucket)
             except ClientError as exc:
@@ -741,6 +754,42 @@ class LocalRuntime:
         })
 
 
+def _preflight_secrets(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...]) -> None:
+    """Every secret the plan's jobs need is in this environment before anything starts (engine.preflight)."""
+    from npa_workflow.engine.preflight import local_secret_problems, one_line
+
+    problems = local_secret_problems(loaded, "run", secret_names)
+    if problems:
+        raise LocalRunError(f"{spec_path}: {one_line(problems)}")
+
+
+def _resumable_meta(run_id: str, meta_path: Path) -> dict[str, Any]:
+    """A resumed run's `meta.json`, after checking that its kept state is whole: a damaged file is one line naming
+    it and the fix, and an emptied state (no record of the run) is refused, never resumed as a new run."""
+    import sqlite3
+
+    from npa_workflow.local.durable_aws import run_ledger_items
+
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LocalRunError(f"{meta_path}: damaged ({exc}); run {run_id!r} cannot be resumed from it (fix: restore "
+                            "the file from a backup, or start the run anew with another --run-id)") from None
+    state = meta_path.parent / AWS_STATE_DIR / STATE_FILE
+    try:
+        items = run_ledger_items(meta_path.parent) or [] if state.stat().st_size else []
+    except sqlite3.DatabaseError as exc:
+        raise LocalRunError(f"{state}: damaged ({exc}); run {run_id!r} cannot be resumed from it (fix: restore the "
+                            "file from a backup, or start the run anew with another --run-id)") from None
+    if not any(item.get("kind", {}).get("S") == "RUN" for item in items):
+        raise LocalRunError(f"{state}: holds no record of run {run_id!r} (emptied or truncated): resuming would "
+                            "start it over as a new run (fix: restore the file from a backup, or start the run "
+                            "anew with another --run-id)")
+    return meta
+
+
 def _check_same_workflow(run_id: str, meta: Mapping[str, Any], spec_path: Path) -> None:
     """A resume names the run's own spec: its metadata.name, read before anything else of it is checked."""
     from npa_workflow.errors import SpecError
@@ -783,6 +832,8 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     in-process Lambdas, the handlers' logs to `lambdas_log`, every DynamoDB/S3 change recorded in `state_dir`
     (returned: `restore()` puts a previous process's state back); on exit: reset moto's backends and stop it."""
     from npa_workflow.local.moto_lambda import in_process_lambdas
+    from npa_workflow.local.pause_aware_waits import pause_aware_waits
+    from npa_workflow.local.step_gate import GRANTS_DIR, start_step_gate
 
     stack.callback(server.stop)
     # moto's backends are process-wide: drop this run's resources so a later run in this process
@@ -791,12 +842,17 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.enter_context(process_environment(env))
     stack.enter_context(sdk_models_parsed_once())
     stack.enter_context(in_process_calls(server.port, server.wsgi_app))
+    # Steps reach the embedded AWS through their gate only (local.step_gate): S3, the places their run names.
+    gate = start_step_gate(server.wsgi_app, state_dir.parent / GRANTS_DIR)
+    stack.callback(gate.stop)
+    stack.enter_context(process_environment(gate.environment()))
     stack.callback(wiring.clear_cache)
     try:
         durable = stack.enter_context(durable_aws(state_dir))
     except StateInUse:
         raise LocalRunError(in_use_message(state_dir.parent)) from None
     stack.enter_context(moto_fixes())
+    stack.enter_context(pause_aware_waits())  # a frozen runtime's Tasks do not time out for the freeze
     stack.enter_context(moto_speedups())
     stack.enter_context(in_process_lambdas())
     stack.enter_context(handler_logs_to(lambdas_log))

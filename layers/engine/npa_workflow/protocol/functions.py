@@ -87,7 +87,8 @@ WATCH = FunctionSlot("watch", "Completes or heartbeats the task tokens of active
 REAP = FunctionSlot("reap", "Cancels the jobs of executions that failed, timed out or were stopped", 300,
                     env=(*env.ENGINE, *SKYPILOT), reserved_concurrency=10)
 INBOX_FN = FunctionSlot("inbox", "Validates a spec dropped under inbox/ and starts its run", 120, 1024,
-                        env=(*env.ENGINE, *INBOX, *(f.arn_env for f in (LAUNCH, DECIDE, TRIGGER, CLEANUP))),
+                        env=(*env.ENGINE, *INBOX, env.STEP_SECRETS_ARN,  # the preflight of secretEnv names
+                             *(f.arn_env for f in (LAUNCH, DECIDE, TRIGGER, CLEANUP))),
                         reserved_concurrency=10)
 
 FUNCTIONS: tuple[FunctionSlot, ...] = (INBOX_FN, LAUNCH, DECIDE, TRIGGER, WATCH, CLEANUP, REAP)

@@ -15,6 +15,8 @@ FAILED_INVOCATIONS_QUEUE_URL = "FailedInvocationsQueueUrl"
 OUTPUTS = (BUCKET_NAME, INBOX_URI, LEDGER_TABLE_NAME, SKYPILOT_TOKEN_SECRET_ARN, DEAD_LETTER_QUEUE_URL,
            FAILED_INVOCATIONS_QUEUE_URL)
 REQUIRED_BY_CLIENTS = (BUCKET_NAME, LEDGER_TABLE_NAME)  # what following a run needs
+# -- a local `serve` stack: where its home (job records and logs) is, `{"home": "/abs/path", "pid": N}` in its bucket
+SERVE_HOME_KEY = "catalog/serve.json"
 
 # -- CloudFormation's 500 resources per stack. The stack has STACK_OWN_RESOURCES of its own and each spec adds
 # RESOURCES_PER_SPEC (machine, role, policy, log group, alarm); tests/infra/test_infra_scale.py pins both against
