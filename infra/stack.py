@@ -179,7 +179,7 @@ class NpaWorkflowStack(Stack):
             "Catalog",
             specs=catalog,
             machine_names=self.workflows.names,
-            tools_file=tools_file if tools_file.is_file() else None,
+            tools_file=tools_file,  # specs_source: None when the folder has no tools.yaml
             bucket=bucket,
             retention_days=settings.retention_days,
         )
