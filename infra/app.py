@@ -22,7 +22,7 @@ from infra.functions import LAYER_BUILD_FAILED  # noqa: E402
 from infra.layer_lock import LockError  # noqa: E402
 from infra.nag import apply_nag  # noqa: E402
 from infra.settings import EngineSettings, SettingsError, stack_name  # noqa: E402
-from infra.stack import NpaWorkflowStack  # noqa: E402
+from infra.stack import NpaWorkflowStack, check_resource_count  # noqa: E402
 from npa_workflow.errors import SpecError  # noqa: E402
 
 CDK_JSON = REPO_ROOT / "cdk.json"
@@ -53,6 +53,7 @@ def build_app(
         description="npa-workflow: npa.workflow specs as Step Functions state machines running SkyPilot jobs",
         **stack_kwargs,
     )
+    check_resource_count(stack, len(stack.workflows.machines))
     apply_nag(app, stack)
     return app, stack
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Annotations, Aws, CfnOutput, RemovalPolicy, Stack
+from aws_cdk import Annotations, Aws, CfnOutput, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -22,7 +22,7 @@ from infra.lint import ignore_cfn_lint
 from infra.monitoring import EngineAlarms
 from infra.names import ad_hoc_prefix, machine_prefix
 from infra.permissions import SECRET_READERS, STEP_SECRET_READERS, KmsKeys, grant_ad_hoc, grant_engine
-from infra.settings import EngineSettings, is_complete_secret_arn
+from infra.settings import EngineSettings, SettingsError, is_complete_secret_arn
 from infra.state_machines import (
     SUBSTITUTIONS,
     WorkflowMachines,
@@ -36,6 +36,7 @@ from npa_workflow.compile.asl import CompileOptions
 from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol import stack as outputs
+from npa_workflow.protocol.stack import stack_resources_problem
 
 SPECS_DIR = REPO_ROOT / "specs"
 TOOLS_FILE_NAME = "tools.yaml"
@@ -64,6 +65,16 @@ def compile_options(settings: EngineSettings) -> CompileOptions:
         max_wait_seconds=settings.max_wait_seconds,
         watch_interval_seconds=tick,
     )
+
+
+def check_resource_count(stack: Stack, specs: int) -> None:
+    """CloudFormation refuses a stack of more than 500 resources; jsii would only say so as a raw RuntimeError at
+    synth. Counted on the built stack (every L1 resource), with the message `validate --stack-specs` shares."""
+    resources = sum(1 for node in stack.node.find_all() if isinstance(node, CfnResource))
+    problem = stack_resources_problem(resources, specs)
+    if problem:
+        what, fix = problem
+        raise SettingsError(f"{what} (fix: {fix})")
 
 
 def console_url(arn: str) -> str:
@@ -168,7 +179,7 @@ class NpaWorkflowStack(Stack):
             "Catalog",
             specs=catalog,
             machine_names=self.workflows.names,
-            tools_file=tools_file if tools_file.is_file() else None,
+            tools_file=tools_file,  # specs_source: None when the folder has no tools.yaml
             bucket=bucket,
             retention_days=settings.retention_days,
         )

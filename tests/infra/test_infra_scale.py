@@ -35,6 +35,12 @@ from infra.state_machines import (
     serialize_definition,
 )
 from npa_workflow.compile.asl import CompiledMachine
+from npa_workflow.protocol.stack import (
+    MAX_STACK_RESOURCES,
+    RESOURCES_PER_SPEC,
+    STACK_OWN_RESOURCES,
+    estimated_resources,
+)
 
 pytestmark = pytest.mark.xdist_group("infra-scale")  # the 60-spec synth is shared: keep its tests on one worker
 
@@ -42,6 +48,8 @@ SPECS = REPO_ROOT / "specs"
 EXAMPLES = ("fanout", "gate-loop", "sweep", "trigger")
 AWKWARD = ["train(v2)", "a+b", "résumé", "a_b", "a-b", "x" * 100, "ü" * 30, "spaces in name"]
 SPEC_COUNT = 60
+TINY = ("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {{name: s{i}}}\n"
+        "states:\n  a: {{run: {{shell: x}}, terminal: true}}\n")
 EVENT_PATTERN_LIMIT = 2048
 LAMBDA_ENV_LIMIT = 4096
 ROLE_INLINE_POLICY_LIMIT = 10240
@@ -92,6 +100,8 @@ def test_sixty_specs_deploy_inside_every_limit(scale_synth: Synth) -> None:
     size = (scale_synth.outdir / f"{stack.artifact_id}.template.json").stat().st_size
     assert size < TEMPLATE_LIMIT, size
     assert len(template["Resources"]) < 500 and len(template["Outputs"]) < 200
+    # The figures `validate --stack-specs` estimates a stack from (protocol.stack): its own resources + 5 per spec.
+    assert len(template["Resources"]) == estimated_resources(SPEC_COUNT)
 
     reap = template["Resources"][scale_synth.logical_id(stack.events.reap_rule)]["Properties"]["EventPattern"]
     assert _chars(reap) < EVENT_PATTERN_LIMIT
@@ -115,6 +125,34 @@ def test_sixty_specs_are_cfn_lint_clean_with_the_serverless_rules(scale_synth: S
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_stack_past_500_resources_fails_the_synth_and_validate_with_how_many_specs_fit(tmp_path: Path) -> None:
+    """CloudFormation: at most 500 resources per stack. 87 specs make 501: the app refuses them before jsii's raw
+    RuntimeError, saying how many fit and what to do, and `validate` of the folder says the same."""
+    from typer.testing import CliRunner
+
+    from infra.app import build_app
+    from npa_workflow.cli.app import app
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    fits = (MAX_STACK_RESOURCES - STACK_OWN_RESOURCES) // RESOURCES_PER_SPEC
+    for i in range(fits + 1):
+        (specs / f"s{i:02d}.yaml").write_text(TINY.format(i=i), encoding="utf-8")
+    with pytest.raises(SettingsError) as refused:
+        build_app(UNIT_CONTEXT, outdir=str(tmp_path / "out"), validation=False, specs_dir=specs)
+    message = str(refused.value)
+    assert f"{fits + 1} specs make a stack of 501 CloudFormation resources" in message, message
+    assert f"{fits} specs fit in one stack" in message and "second stack" in message
+    result = CliRunner().invoke(app, ["validate", str(specs), "--json"])
+    assert result.exit_code == 1, result.output
+    [problem] = json.loads(result.output)["stack"]
+    assert f"{problem['message']} (fix: {problem['hint']})" == message  # the same line, the same fix
+    one = CliRunner().invoke(app, ["validate", str(specs / "s01.yaml"), "--stack-specs", str(specs), "--json"])
+    assert one.exit_code == 1 and json.loads(one.output)["stack"] == [problem]  # one spec, its stack's folder
+    (specs / "s00.yaml").unlink()
+    assert CliRunner().invoke(app, ["validate", str(specs)]).exit_code == 0  # 86 fit
 
 
 def test_awkward_spec_names_give_legal_distinct_deterministic_names(scale_synth: Synth) -> None:

@@ -6,6 +6,7 @@ typer and the option definitions; the spec stack, the planner and the renderers 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -48,15 +49,54 @@ if TYPE_CHECKING:
     from npa_workflow.spec.validate import LoadedSpec
 
 
+def _expand_folders(specs: list[Path], stack_specs: Path | None) -> tuple[list[Path], list[Path]]:
+    """Spec files to validate (a folder gives its deployable specs and its tool catalog) and the folders whose
+    stack size to check (every folder named, and `--stack-specs`)."""
+    from npa_workflow.protocol.stack import deployable_spec_files
+
+    files: list[Path] = []
+    folders = [stack_specs] if stack_specs is not None else []
+    for path in specs:
+        if path.is_dir():
+            folders.append(path)
+            catalog = [p for p in (path / "tools.yaml", path / "tools.yml") if p.is_file()]
+            files.extend([*catalog, *deployable_spec_files(path)])
+        else:
+            files.append(path)
+    return files, folders
+
+
+def _stack_problems(folders: list[Path]) -> list[Problem]:
+    """CloudFormation's 500 resources per stack, for the stack each folder would deploy as (protocol.stack: the
+    synth's own check shares the message)."""
+    from npa_workflow.protocol.stack import deployable_spec_files, estimated_resources, stack_resources_problem
+
+    problems = []
+    for folder in folders:
+        count = len(deployable_spec_files(folder))
+        problem = stack_resources_problem(estimated_resources(count), count)
+        if problem:
+            what, fix = problem
+            problems.append(Problem("$", what, fix, file=str(folder)))
+    return problems
+
+
 def validate(
-    specs: Annotated[list[Path], typer.Argument(help="Spec files", show_default=False)],
+    specs: Annotated[list[Path], typer.Argument(help="Spec files, or folders of them (a stack's specs/)",
+                                                show_default=False)],
     catalog: CatalogOpt = None,
     var: VarOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors")] = False,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
+    stack_specs: Annotated[Path | None, typer.Option(
+        "--stack-specs", help="The stack's specs folder: also check the stack it deploys against CloudFormation's "
+                              "500 resources (a folder given as a spec is checked so too)",
+        file_okay=False, exists=True)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check specs against every rule of the language; report all problems at once."""
+    """Check specs against every rule of the language and every limit compile, the inbox and the synth enforce
+    (history events, definition size, Distributed Map concurrency, resources per stack); report all at once."""
+    from npa_workflow.compile.limits import compile_limit_problems
     from npa_workflow.protocol.deployed_names import DEFAULT_STACK_NAME, deployed_names
     from npa_workflow.spec.catalog import CATALOG_API_VERSION, load_catalog_file
     from npa_workflow.spec.load import resolve_catalog
@@ -66,6 +106,7 @@ def validate(
     overrides = parse_vars(var)
     results = []
     failed = False
+    specs, folders = _expand_folders(specs, stack_specs)
     for path in specs:
         names = None
         try:
@@ -76,7 +117,8 @@ def validate(
             else:
                 loaded = validate_document(raw, file=str(path), catalog=resolve_catalog(catalog, path),
                                            overrides=overrides, strict=strict, allow_unknown_keys=allow_unknown_keys)
-                problems, ok = loaded.warnings, True
+                limits = [dataclasses.replace(p, file=p.file or str(path)) for p in compile_limit_problems(loaded)]
+                problems, ok = [*limits, *loaded.warnings], not limits
                 names = deployed_names(loaded.spec.name)
         except SpecError as exc:
             problems, ok = exc.problems + exc.warnings, False
@@ -91,8 +133,13 @@ def validate(
                 sys.stdout.write(f"  deploys as state machine {names.state_machine}, log group {names.log_group} "
                                  f"(stack {DEFAULT_STACK_NAME}; the spec name has characters or a length AWS's "
                                  "names do not allow)\n")
+    stack_problems = _stack_problems(folders)
+    failed |= bool(stack_problems)
     if as_json:
-        print_json({"valid": not failed, "specs": results})
+        print_json({"valid": not failed, "specs": results,
+                    **({"stack": [p.to_json() for p in stack_problems]} if folders else {})})
+    else:
+        print_problems(stack_problems)
     if failed:
         raise typer.Exit(1)
 
@@ -300,7 +347,12 @@ def compile(
         max_wait_seconds=max_wait_seconds,
         max_concurrency_cap=max_concurrency,
     )
-    print_json(compile_spec(loaded, options).definition)
+    try:
+        definition = compile_spec(loaded, options).definition
+    except SpecError as exc:  # an AWS limit (history, size, Map concurrency): one line each, like validate's
+        print_problems(exc.problems)
+        raise typer.Exit(1) from None
+    print_json(definition)
 
 
 def schema() -> None:

@@ -18,7 +18,6 @@ any spec name is a safe JSONPath; the mapping is `CompiledMachine.loop_keys`.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +28,23 @@ from npa_workflow.compile.deadlines import (
     UNBOUNDED_SECONDS,
     input_deadline,
 )
-from npa_workflow.compile.history import HISTORY_LIMIT, estimate_history_events, fix_hint
+from npa_workflow.compile.history import HISTORY_LIMIT, deep_walks, history_problem  # noqa: F401 - HISTORY_LIMIT re-exported
 from npa_workflow.compile.names import NameAllocator
+
+# The options, and the compiler's default FunctionName of each Task (the slot's placeholder), re-exported.
+from npa_workflow.compile.options import (  # noqa: F401
+    CLEANUP,
+    DECIDE,
+    DISTRIBUTED_MAX_CONCURRENCY,
+    INLINE_MAP_LIMIT,
+    LAUNCH,
+    TRIGGER,
+    CompileOptions,
+)
 from npa_workflow.compile.size import MAX_DEFINITION_BYTES, deployed_definition_bytes, serialize_definition
 from npa_workflow.errors import SpecError
 from npa_workflow.plan.waves import concurrency_limit
-from npa_workflow.protocol import errors, functions
+from npa_workflow.protocol import errors
 from npa_workflow.protocol.execution import MapItem
 from npa_workflow.protocol.keys import group_keys, loop_keys
 from npa_workflow.protocol.payloads import CleanupTask, DecideTask, WaveTask, check_payload
@@ -45,8 +55,6 @@ from npa_workflow.spec.validate import LoadedSpec
 
 WAVE_FAILED = errors.WAVE_FAILED
 WAVE_INFRA_FAILED = errors.WAVE_INFRASTRUCTURE_FAILED
-INLINE_MAP_LIMIT = 40
-DISTRIBUTED_MAX_CONCURRENCY = 10_000  # AWS: a Distributed Map runs at most 10,000 child executions at once
 MAX_RETRIES = 20  # a state's `retries` (ASL MaxAttempts allows 99999; more than this is a loop, not a retry)
 # Where a wave Task reads the run's deadline (`execution_input`): top level, and inside a Map's items.
 DEADLINE_PATH = "$.run.deadline"
@@ -76,32 +84,6 @@ LAMBDA_RETRY: dict[str, Any] = {
 # A predicate holds when the normalized decision equals this value (decisions.predicate).
 _PREDICATE_VALUE = {"promote_checkpoint": decisions.PROMOTE, "loop_back": decisions.LOOP_BACK}
 
-# The compiler's default FunctionName of each Task: the slot's placeholder (protocol.functions).
-LAUNCH = functions.LAUNCH.placeholder
-DECIDE = functions.DECIDE.placeholder
-TRIGGER = functions.TRIGGER.placeholder
-CLEANUP = functions.CLEANUP.placeholder
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    launch_arn: str = LAUNCH
-    decide_arn: str = DECIDE
-    trigger_arn: str = TRIGGER
-    cleanup_arn: str = CLEANUP
-    # Per wave; 0 = unbounded. The default deadline of a run: with `deadline_from_input` each execution
-    # may carry its own (`execution_input(max_wait_seconds=...)`); a state's `timeoutSeconds` wins over both.
-    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS
-    heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS  # the watch pass heartbeats running waves well inside this
-    deadline_from_input: bool = True  # wave Tasks read TimeoutSecondsPath from the execution input
-    watch_interval_seconds: int = 0  # how often the watch pass polls triggers (the cloud: the watch schedule)
-    history_limit: int = HISTORY_LIMIT  # reject a spec whose worst-case history exceeds it (0 = no check)
-    retries: int = 0
-    retry_interval_seconds: int = 30
-    retry_backoff: float = 2.0
-    max_infrastructure_recoveries: int = 1
-    max_concurrency_cap: int = 0
-    inline_map_limit: int = INLINE_MAP_LIMIT
 
 
 @dataclass(frozen=True)
@@ -527,13 +509,9 @@ def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> C
     run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, "compile", loaded.spec.run)
     options = options or CompileOptions()
     compiler = _Compiler(loaded, options, run_ctx)
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10 * len(loaded.spec.states) + 1000))  # both walks recurse along edges
-    try:
+    with deep_walks(loaded.spec):  # both walks recurse along edges
         _check_history(loaded, options, run_ctx)
         definition = compiler.compile()
-    finally:
-        sys.setrecursionlimit(limit)
     _check_size(loaded, definition)
     return CompiledMachine(
         definition=definition,
@@ -548,18 +526,9 @@ def compile_spec(loaded: LoadedSpec, options: CompileOptions | None = None) -> C
 
 def _check_history(loaded: LoadedSpec, options: CompileOptions, run_ctx: RunContext) -> None:
     """Step Functions fails a Standard execution at 25,000 history events, and it cannot be redriven then."""
-    if options.history_limit <= 0:
-        return
-    estimate = estimate_history_events(loaded, options)
-    if estimate.events <= options.history_limit:
-        return
-    loop = estimate.heaviest_loop()
-    raise SpecError.single(
-        f"states.{loop}.loop.max" if loop else "states",
-        f"one execution of this spec may write {estimate.events:,} history events (worst case: every loop to its "
-        f"max, every retry spent), over Step Functions' limit of {options.history_limit:,}: the execution would "
-        "fail there and could not be redriven",
-        fix_hint(estimate, loaded.spec, run_ctx), file=getattr(loaded, "file", "") or "")
+    problem = history_problem(loaded, options, run_ctx)
+    if problem is not None:
+        raise SpecError([problem])
 
 
 def _check_size(loaded: LoadedSpec, definition: dict[str, Any]) -> None:

@@ -21,8 +21,12 @@ The Lambda service-error retrier (`LAMBDA_RETRY`) is left out: it retries transi
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from npa_workflow.errors import Problem
 from npa_workflow.spec.config import RunContext
 from npa_workflow.spec.ints import resolve_bounded, yaml_bool
 from npa_workflow.spec.model import Spec, State
@@ -142,7 +146,7 @@ class _Walk:
 def estimate_history_events(loaded: object, options: object | None = None) -> HistoryEstimate:
     """Worst-case history events of one execution of `loaded` (a LoadedSpec) compiled with `options`
     (CompileOptions; default: the compiler's). For `plan --cost` and the compile-time check."""
-    from npa_workflow.compile.asl import CompileOptions
+    from npa_workflow.compile.options import CompileOptions
     from npa_workflow.spec.config import resolve_config
 
     spec: Spec = loaded.spec  # type: ignore[attr-defined]
@@ -171,3 +175,35 @@ def fix_hint(estimate: HistoryEstimate, spec: Spec, run_ctx: RunContext) -> str:
         hint += (f", or give group '{groups[0]}' more than 40 members (or maxConcurrency above 40) so it runs as a "
                  "Distributed Map, whose members' events stay in child executions")
     return hint + ", or run fewer rounds per execution and chain runs"
+
+
+@contextlib.contextmanager
+def deep_walks(spec: Spec) -> Iterator[None]:
+    """Room for the walks that recurse along the spec's edges (this estimate, the compiler): a long chain of
+    states is a deep recursion."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(spec.states) + 1000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def history_problem(loaded: object, options: object, run_ctx: RunContext) -> Problem | None:
+    """The one problem (where, the estimate, the fix) of a spec whose worst-case history passes
+    `options.history_limit` (0: no check), or None. The compiler raises it; `validate` reports it."""
+    limit = int(getattr(options, "history_limit", HISTORY_LIMIT))
+    if limit <= 0:
+        return None
+    spec: Spec = loaded.spec  # type: ignore[attr-defined]
+    with deep_walks(spec):
+        estimate = estimate_history_events(loaded, options)
+    if estimate.events <= limit:
+        return None
+    loop = estimate.heaviest_loop()
+    return Problem(
+        f"states.{loop}.loop.max" if loop else "states",
+        f"one execution of this spec may write {estimate.events:,} history events (worst case: every loop to its "
+        f"max, every retry spent), over Step Functions' limit of {limit:,}: the execution would "
+        "fail there and could not be redriven",
+        fix_hint(estimate, spec, run_ctx), file=getattr(loaded, "file", "") or "")

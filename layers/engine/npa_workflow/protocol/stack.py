@@ -18,6 +18,33 @@ REQUIRED_BY_CLIENTS = (BUCKET_NAME, LEDGER_TABLE_NAME)  # what following a run n
 # -- a local `serve` stack: where its home (job records and logs) is, `{"home": "/abs/path", "pid": N}` in its bucket
 SERVE_HOME_KEY = "catalog/serve.json"
 
+# -- CloudFormation's 500 resources per stack. The stack has STACK_OWN_RESOURCES of its own and each spec adds
+# RESOURCES_PER_SPEC (machine, role, policy, log group, alarm); tests/infra/test_infra_scale.py pins both against
+# the default synth. `validate` estimates a folder's stack from them; the synth counts its own resources.
+MAX_STACK_RESOURCES = 500
+STACK_OWN_RESOURCES = 66
+RESOURCES_PER_SPEC = 5
+
+
+def estimated_resources(specs: int) -> int:
+    return STACK_OWN_RESOURCES + RESOURCES_PER_SPEC * specs
+
+
+def stack_resources_problem(resources: int, specs: int) -> tuple[str, str] | None:
+    """(what, fix) for a stack of `resources` resources holding `specs` specs, or None when it fits: what says how
+    many specs fit, the fix what to do with the others."""
+    if resources <= MAX_STACK_RESOURCES:
+        return None
+    own = max(resources - RESOURCES_PER_SPEC * specs, 0)
+    fit = max((MAX_STACK_RESOURCES - own) // RESOURCES_PER_SPEC, 0)
+    what = (f"{specs} specs make a stack of {resources} CloudFormation resources, above CloudFormation's limit of "
+            f"{MAX_STACK_RESOURCES} per stack ({own} for the engine, {RESOURCES_PER_SPEC} per spec): {fit} specs "
+            "fit in one stack")
+    fix = ("move the others to a folder of their own and deploy it as a second stack, `cdk deploy -c "
+           "stackName=<another name>` from a checkout whose specs/ holds them")
+    return what, fix
+
+
 # -- deployable specs
 SPEC_SUFFIXES = (".yaml", ".yml")
 SPEC_API_PREFIX = "npa.workflow/"  # a workflow spec's apiVersion; the tool catalog's is npa.workflow.tools/…
