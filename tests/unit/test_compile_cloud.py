@@ -195,14 +195,16 @@ def test_the_documented_states_per_spec_are_what_fits_in_one_mib():
     assert deployed_definition_bytes(serialize_definition(short.definition)) <= MAX_DEFINITION_BYTES
 
 
-def test_a_ten_thousand_member_groups_result_stays_far_under_the_payload_limit():
+def test_the_largest_groups_result_stays_far_under_the_payload_limit():
     """Issue 11 item 6, without ResultWriter: a Map's result is the array of its children's outputs, and a state's
     payload may not exceed 256 KiB (Step Functions quotas). Every way out of a member's processor sets
-    `OutputPath: null`, so each child execution returns `{}` and 10,000 members (as many as a Distributed Map
-    runs at once) give a 30,001-byte array."""
+    `OutputPath: null`, so each child execution returns `{}`: the largest group validation accepts
+    (`MAX_GROUP_MEMBERS`, 2,000) gives a 6,001-byte array, and even a Distributed Map's 10,000 would give 30,001."""
     import json
 
-    n = 10_000
+    from npa_workflow.spec.validate import MAX_GROUP_MEMBERS
+
+    n = MAX_GROUP_MEMBERS
     members = ", ".join(f"m{i}" for i in range(n))
     body = "".join(f"  m{i}: {{run: {{shell: x}}}}\n" for i in range(n))
     big = compiled(f"states:\n  big: {{parallel: [{members}], terminal: true}}\n{body}").definition["States"]["big"]
@@ -211,7 +213,7 @@ def test_a_ten_thousand_member_groups_result_stays_far_under_the_payload_limit()
     ends = [st for st in big["ItemProcessor"]["States"].values() if st.get("End") or st["Type"] == "Succeed"]
     assert ends and all("OutputPath" in st and st["OutputPath"] is None for st in ends), ends
     result = json.dumps([{} for _ in range(n)], separators=(",", ":"))
-    assert len(result) == 30_001 and len(result) < 256 * 1024 / 8
+    assert len(result) == 3 * n + 1 and len(json.dumps([{}] * 10_000, separators=(",", ":"))) < 256 * 1024 / 8
 
 
 def test_large_groups_keep_their_members_results_out_of_the_state_and_have_a_legal_label():
