@@ -169,5 +169,6 @@ def test_user_errors_are_reported_without_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
     result = cli("run", str(SPECS / "fanout.yaml"), "--run-id", "bad id!", home=home, cwd=ws)
-    assert result.returncode == 1 and "run id 'bad id!' is not valid" in result.stderr
+    # an option's value refused before anything starts: a usage error (exit 2), as plan's and render's --run-id
+    assert result.returncode == 2 and "run id 'bad id!' is not valid" in result.stderr
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())

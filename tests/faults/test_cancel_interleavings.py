@@ -44,16 +44,19 @@ def test_cancel_recorded_while_the_cleanup_runs(moto_engine) -> None:
     """The cancel lands after cleanup's first look and before its FAILED write: ABORTED, not FAILED."""
     _start(moto_engine)
     ledger = moto_engine.ledger
-    original = ledger.open_attempts
+    original = ledger.get_run
+    landed: list[bool] = []
 
-    def cancel_meanwhile(run_id: str):  # cleanup lists the open attempts between its look and its write
-        ledger.request_cancel(run_id, "npa-workflow cancel")
-        return original(run_id)
+    def cancel_meanwhile(run_id: str, **kwargs):  # cleanup reads the run between its look and its FAILED write
+        if not landed:
+            landed.append(True)
+            ledger.request_cancel(run_id, "npa-workflow cancel")
+        return original(run_id, **kwargs)
 
-    ledger.open_attempts = cancel_meanwhile  # type: ignore[method-assign]
+    ledger.get_run = cancel_meanwhile  # type: ignore[method-assign]
     out = cleanup(moto_engine, FAILED_TASK)
-    run = ledger.get_run("r1")
-    assert out["error"] == RUN_CANCELLED and run.status == RunStatus.ABORTED
+    run = original("r1")
+    assert landed and out["error"] == RUN_CANCELLED and run.status == RunStatus.ABORTED
     assert "cancelled with npa-workflow cancel" in run.error.message
 
 

@@ -43,6 +43,7 @@ def test_a_resume_with_a_var_relaunches_the_gate_whose_decision_was_malformed(tm
     assert by_state[("prepare", 1)]["replayed"] and by_state[("train", 1)]["replayed"]
     assert by_state[("gate", 2)]["status"] == "SUCCEEDED" and not by_state[("gate", 2)]["replayed"]
     assert by_state[("gate", 2)]["job_id"] != gate["job_id"]
+    # one decision per visit, the latest read: the resumed gate's read replaces the malformed one of its visit
     assert [(d["state"], d["decision"]) for d in resumed["decisions"]] == [
-        ("gate", None), ("gate", "promote_checkpoint"), ("route", "promote_checkpoint")]
+        ("gate", "promote_checkpoint"), ("route", "promote_checkpoint")]
     assert by_state[("publish", 1)]["status"] == "SUCCEEDED"
