@@ -85,6 +85,26 @@ def test_a_reaped_run_with_a_recorded_cancel_is_aborted_however_its_execution_en
     assert run.status == RunStatus.ABORTED and "cancelled with npa-workflow cancel" in run.error.message
 
 
+@pytest.mark.parametrize("error", ["States.HeartbeatTimeout", "States.Timeout"])
+def test_a_timeout_whose_job_had_exited_0_says_so_and_blames_no_schedule(moto_engine, error) -> None:
+    """The wait ran out (a frozen runtime, a late watch) after the job did its work: the message says the job
+    exited 0, lists it as nothing cancelled, and sends the user neither to the watch schedule nor the deadline."""
+    from npa_workflow.engine.launch import launch
+
+    from .conftest import wait_until
+
+    _start(moto_engine)
+    job_id = launch(moto_engine, {"run_id": "r1", "state": "work", "loops": {}, "token": "t1"})["job_id"]
+    local = moto_engine.executor.local
+    wait_until(lambda: local.statuses([job_id])[job_id].status == "SUCCEEDED", 10, "the job exited 0")
+    out = cleanup(moto_engine, {"run_id": "r1", "state": "work", "error": {"Error": error, "Cause": ""},
+                                "deadline": {"timeoutSeconds": 12, "heartbeatSeconds": 11}})
+    assert f"its job {job_id} exited 0" in out["cause"] and "cancelled job(s): none" in out["cause"], out
+    assert "watch schedule" not in out["cause"] and "raise it with" not in out["cause"]
+    [attempt] = moto_engine.ledger.attempts("r1")
+    assert attempt.status.value == "SUCCEEDED"
+
+
 # ------------------------------------------------------------------------------------------------ pauses
 def _pause_self_for(seconds: float) -> None:
     """SIGSTOP this process from a helper process, which SIGCONTs it `seconds` later."""

@@ -181,13 +181,25 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     timed_out = error_name in TIMEOUT_ERRORS or member_timeout
     left: list[str] = []
     cancelled: list[str] = []
+    open_before: list[Any] = []
     if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
         reason = f"state '{owner}' timed out; {errors.JOB_LEFT_RUNNING}"
         left = leave_running(engine, run_id, reason)
     else:
         reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
+        open_before = engine.ledger.open_attempts(run_id) if timed_out else []
         cancelled = cancel_active(engine, run_id, reason)
-    if timed_out:
+    finished = _succeeded_meanwhile(engine, open_before) if timed_out and not left else []
+    if timed_out and finished:
+        # The job did its work within its deadline; what ran out was the wait for someone to say so. Blaming the
+        # watch schedule or the deadline would send the user to the wrong place.
+        text = (f"state '{owner}': its job {', '.join(finished)} exited 0, but the Task's wait ended ({error_name}) "
+                "before its end was reported (locally: the runtime was paused or starved; in the cloud: the watch "
+                "function's logs say why it did not report); the wave is recorded SUCCEEDED: resume the run to go on "
+                "from it")
+        jobs = f"cancelled job(s): {', '.join(cancelled) or 'none'}"
+        state, message, name = owner, f"{text}; {jobs}", WAVE_TIMED_OUT
+    elif timed_out:
         text = _deadline_text(owner, error_name, task.deadline, member_timeout)
         jobs = left_running_text(left) if left else f"cancelled job(s): {', '.join(cancelled) or 'none'}"
         state, message, name = owner, f"{text}; {jobs}", WAVE_TIMED_OUT
@@ -205,6 +217,16 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
         engine.ledger.update_run_status(run_id, RunStatus.ABORTED, RunError(state=None, message=cancelled_text))
         return {"error": errors.RUN_CANCELLED, "cause": cancelled_text}
     return {"error": name, "cause": message}
+
+
+def _succeeded_meanwhile(engine: Engine, attempts: list[Any]) -> list[str]:
+    """The jobs among these open attempts that cleanup found to have exited 0 (it records them SUCCEEDED)."""
+    done = []
+    for w in attempts:
+        now = engine.ledger.get_attempt(w.run_id, w.wave_key, w.attempt)
+        if now is not None and now.status == WaveStatus.SUCCEEDED and now.job_id:
+            done.append(now.job_id)
+    return done
 
 
 def cancel_reason(engine: Engine, run_id: str) -> str | None:
