@@ -19,6 +19,7 @@ for _path in (REPO_ROOT / "layers" / "engine", REPO_ROOT):
 import aws_cdk as cdk  # noqa: E402
 
 from infra.functions import LAYER_BUILD_FAILED  # noqa: E402
+from infra.layer_lock import LockError  # noqa: E402
 from infra.nag import apply_nag  # noqa: E402
 from infra.settings import EngineSettings, SettingsError, stack_name  # noqa: E402
 from infra.stack import NpaWorkflowStack  # noqa: E402
@@ -60,7 +61,7 @@ def main() -> int:
     try:
         app, _ = build_app()
         app.synth()
-    except (SettingsError, SpecError) as exc:
+    except (SettingsError, SpecError, LockError) as exc:
         # A wrong context value or an invalid spec in specs/: the message names the fix; a traceback would not.
         print(f"error: {exc}", file=sys.stderr)
         return 1

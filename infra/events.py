@@ -9,7 +9,7 @@
   region to the default bus);
 - "Step Functions Execution Status Change" FAILED / ABORTED / TIMED_OUT of this stack's machines → reap
   (cancels the run's jobs), and SUCCEEDED → reap (records the run's end in the ledger). The machines are matched
-  by their ARN prefix `...:stateMachine:<stack>.` (one pattern entry whatever the number of specs: EventBridge
+  by their ARN prefix `...:stateMachine:<stack>_` (one pattern entry whatever the number of specs: EventBridge
   limits an event pattern to 2,048 characters, about 24 machine ARNs listed one by one); a Distributed Map's child
   executions (`execution:<machine>/<label>:<id>`) are left out with an anything-but wildcard on the execution ARN;
 - a schedule → watch, every `watchIntervalMinutes` minutes.

@@ -1,7 +1,8 @@
 """The engine layer (built without Docker) and one thin Lambda function per handler in `functions/`.
 
-The layer is `layers/engine/npa_workflow` plus its runtime dependencies (pydantic, PyYAML, Powertools),
-cross-installed by pip for the Lambda platform on whatever host runs the synth. The functions' code
+The layer is `layers/engine/npa_workflow` plus its runtime dependencies (pydantic, PyYAML, Powertools) at the exact
+versions of `layers/engine/requirements.lock` (`infra/layer_lock.py`), cross-installed by pip for the Lambda
+platform on whatever host runs the synth. The functions' code
 asset is a staging copy of `functions/**/*.py`, so the handler string is `functions.<name>.handler.handler`.
 Each function gets its own role and log group; permissions are added by the stack (see `stack.py`).
 """
@@ -9,12 +10,10 @@ Each function gets its own role and log group; permissions are added by the stac
 from __future__ import annotations
 
 import atexit
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,15 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.layer_lock import (  # noqa: F401 - NOT_IN_LAYER re-exported
+    LAYER_LOCK,
+    LAYER_PLATFORM,
+    LAYER_PYTHON_VERSION,
+    NOT_IN_LAYER,
+    check_covers,
+    project_layer_requirements,
+    read_lock,
+)
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.functions import FunctionSlot
 
@@ -36,13 +44,9 @@ FUNCTIONS_SOURCE = REPO_ROOT / "functions"
 # The newest Python runtime aws-cdk-lib 2.275 offers, on Graviton (cheaper per GB-second than x86).
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
-LAYER_PLATFORM = "manylinux2014_aarch64"
-LAYER_PYTHON_VERSION = "3.14"
 LAYER_BUILD_FAILED = "building the engine layer failed"
 # Bump when the bundler's behaviour changes: the bundler itself is not part of the asset hash.
 LAYER_BUNDLER_REVISION = "2"
-# Project dependencies that stay out of the layer: boto3 is in the Lambda runtime, typer/rich are CLI-only.
-NOT_IN_LAYER = frozenset({"boto3", "botocore", "typer", "rich"})
 
 POWERTOOLS_METRICS_NAMESPACE = "npa-workflow"
 # No pydantic plugins are used: this skips pydantic's entry-point scan of every installed distribution,
@@ -59,14 +63,11 @@ def handler_string(name: str) -> str:
     return function_table.slot(name).handler
 
 
-def _distribution_name(requirement: str) -> str:
-    return re.split(r"[\s<>=!~;\[(@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
-
-
-def layer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
-    """The project's runtime dependencies that the layer must carry (from pyproject.toml, the one source)."""
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    return [req for req in project["dependencies"] if _distribution_name(req) not in NOT_IN_LAYER]
+def layer_requirements(lock: Path = LAYER_LOCK) -> list[str]:
+    """What the layer installs: the lock's exact pins, which must cover pyproject.toml's layer dependencies."""
+    pins = read_lock(lock)
+    check_covers(pins, project_layer_requirements(), lock)
+    return pins
 
 
 @jsii.implements(ILocalBundling)
@@ -95,6 +96,7 @@ class EngineLayerBundler:
             "--python-version", LAYER_PYTHON_VERSION,
             "--implementation", "cp",
             "--only-binary=:all:",
+            "--no-deps",  # the lock pins every distribution: nothing beyond it may be resolved on the day
             *self.requirements,
         ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -148,7 +150,7 @@ def compile_bytecode(target: Path, python: str) -> None:
 def engine_layer_code(requirements: list[str] | None = None) -> lambda_.Code:
     requirements = layer_requirements() if requirements is None else requirements
     docker_command = (
-        f"pip install --no-compile --target /asset-output/python {' '.join(repr(r) for r in requirements)}"
+        f"pip install --no-compile --no-deps --target /asset-output/python {' '.join(repr(r) for r in requirements)}"
         f" && cp -r /asset-input/{ENGINE_PACKAGE} /asset-output/python/"
         " && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /asset-output/python"
     )
@@ -162,7 +164,8 @@ def engine_layer_code(requirements: list[str] | None = None) -> lambda_.Code:
             platform="linux/arm64",
             command=["bash", "-c", docker_command],
             local=EngineLayerBundler(requirements, compiler=compiler),
-            # Part of the asset hash: a new platform, Python, dependency list or bundler rebuilds the layer.
+            # Part of the asset hash: a new platform, Python, pinned version or bundler rebuilds the layer (the pins
+            # are the lock's exact versions, so a dependency fix changes the hash and `cdk deploy` uploads it).
             environment={
                 "NPA_LAYER_PLATFORM": LAYER_PLATFORM,
                 "NPA_LAYER_PYTHON": LAYER_PYTHON_VERSION,
@@ -279,6 +282,7 @@ class EngineFunctions(Construct):
                 logging_format=lambda_.LoggingFormat.JSON,
                 timeout=Duration.seconds(spec.timeout_seconds),
                 memory_size=spec.memory_mb,
+                reserved_concurrent_executions=spec.reserved_concurrency,  # protocol/functions.py: why and how much
                 tracing=lambda_.Tracing.ACTIVE,
                 environment={
                     **environment,

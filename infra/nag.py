@@ -14,6 +14,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
+from infra.names import ad_hoc_prefix, machine_prefix
 from infra.permissions import (
     ANY_OBJECT_READERS,
     DATA_BUCKET_READERS,
@@ -51,19 +52,19 @@ DATA_BUCKET_OBJECTS = (
     "write decisions and outputs; their keys are chosen by the specs."
 )
 STACK_MACHINES = (
-    "The stack's state machines by their name prefix <stack>. (infra.names): every deployed machine, the ad-hoc "
+    "The stack's state machines by their name prefix <stack>_ (infra.names): every deployed machine, the ad-hoc "
     "ones, and the child machines of their Distributed Maps (<name>/<label>, whose task tokens these functions "
     "answer); one ARN per spec would pass IAM's 10,240-character inline policy limit at about 40 specs. The '.' "
     "cannot occur in a stack name, so no other stack's machine matches."
 )
 STACK_EXECUTIONS = (
-    "Executions of the stack's machines by their name prefix <stack>. (DescribeExecution only): the watch asks "
+    "Executions of the stack's machines by their name prefix <stack>_ (DescribeExecution only): the watch asks "
     "whether a run's execution has ended when a wave's token is gone (a missed reap event); the run's execution "
     "ARN is read from the ledger, so its machine is any of the stack's."
 )
 AD_HOC_MACHINES = (
     "allowAdHocSpecs is on: the inbox creates and starts machines for uploaded specs not in specs/, named "
-    "<stack>.adhoc.<content hash>; the wildcard is limited to that name prefix in this account and region."
+    "<stack>_adhoc_<content hash>; the wildcard is limited to that name prefix in this account and region."
 )
 AD_HOC_LOG_DELIVERY = (
     "allowAdHocSpecs is on: CreateStateMachine with a logging configuration requires the caller to hold the "
@@ -98,7 +99,7 @@ CATALOG_DEPLOYMENT_RUNTIME = (
 )
 AD_HOC_DISTRIBUTED_MAP = (
     "allowAdHocSpecs is on: an ad-hoc machine with a Distributed Map starts, describes and stops child executions "
-    "of itself; ad-hoc machines are created at run time, named <stack>-adhoc-<content hash>, and share this one "
+    "of itself; ad-hoc machines are created at run time, named <stack>_adhoc_<content hash>, and share this one "
     "role, so 'itself' is that name prefix (machines and their executions) in this account and region."
 )
 DISTRIBUTED_MAP = (
@@ -139,7 +140,9 @@ def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
     settings = stack.settings
     bucket_arn = _ref_arn(stack, stack.storage.bucket)
 
-    machines = f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}.*"
+    machines = (
+        f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{machine_prefix(stack.stack_name)}*"
+    )
     for name in ("inbox", "launch", "trigger", "watch"):
         ack(stack.engine.roles[name], iam5(machines), STACK_MACHINES)
     stack_executions = machines.replace(":stateMachine:", ":execution:") + ":*"
@@ -174,7 +177,7 @@ def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
 
     if settings.allow_ad_hoc_specs:
         prefix_arn = (
-            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{stack.stack_name}.adhoc.*"
+            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:{ad_hoc_prefix(stack.stack_name)}*"
         )
         ack(stack.engine.roles["inbox"], iam5(prefix_arn), AD_HOC_MACHINES)
         if stack.ad_hoc_role is not None:

@@ -19,7 +19,7 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 def machine_name(stack_name: str, spec_name: str) -> str:
-    """`<stack>.<spec name>` mapped to `[A-Za-z0-9._-]`, at most 80 characters; a stack name too long for it is a
+    """`<stack>_<spec name>` mapped to `[A-Za-z0-9_-]`, at most 80 characters; a stack name too long for it is a
     settings error (the context value to fix)."""
     try:
         return rule.machine_name(stack_name, spec_name)

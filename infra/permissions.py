@@ -5,7 +5,7 @@ Every function reads and writes the ledger. Beyond that:
 - inbox: read inbox/*, write inbox-rejected/*, read+write runs/*, read catalog/* (the deployed specs and tool
   catalog), list the bucket; DescribeStateMachine (it compares an upload's compiled definition with the deployed
   one) and StartExecution on the stack's machines (with allowAdHocSpecs: create/describe/start machines
-  under its `<stack>.adhoc.` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
+  under its `<stack>_adhoc_` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
   needs);
 - launch: read runs/*, list; SendTask* on the stack's machines; the SkyPilot secret; the step secrets
   (`stepSecretsArn`, for `secretEnv`);
@@ -14,10 +14,16 @@ Every function reads and writes the ledger. Beyond that:
 - watch: read any object (output checks), list; read the data buckets; SendTask*; the secret; DescribeExecution on
   the stack's executions (a wave whose token is gone: has its run's execution ended, so the reap event was missed?
   `engine.watch`);
-- cleanup: read runs/*, list; the secret;
-- reap: the secret (it cancels jobs recorded in the ledger).
+- cleanup: read any object (output checks), list; read the data buckets; the secret;
+- reap: read any object (output checks), list; read the data buckets; the secret (it cancels jobs recorded in the
+  ledger).
 
-"The stack's machines" is the machine ARN prefix `...:stateMachine:<stack>.*` (`infra.names`): it covers every
+Cleanup and reap check outputs as the watch does: a job that exited 0 just before its cancel is recorded SUCCEEDED
+only with its declared outputs present (`engine.cleanup.cancel_active`), and outputs live wherever the spec says
+(the engine bucket beyond `runs/`, a data bucket). Without the read, S3 answers 403 (moto allows the HeadObject),
+the wave is recorded FAILED and a resume re-runs a finished job.
+
+"The stack's machines" is the machine ARN prefix `...:stateMachine:<stack>_*` (`infra.names`): it covers every
 deployed and ad-hoc machine and the child state machines of their Distributed Maps (`stateMachine:<name>/<label>`),
 and the policies stay the same size whatever the number of specs (IAM: a role's inline policies total at most
 10,240 characters; one ARN per spec per action would pass it at about 40 specs). AWS authorizes SendTaskSuccess,
@@ -28,7 +34,8 @@ exact parent ARN would not match.
 
 KMS: with a customer-managed key named in context, `kms:Decrypt` on exactly that key, only through the service that
 stores the data (`kms:ViaService`), to exactly the functions that read it: the SkyPilot token's key to the token's
-readers, the step secrets' key to launch, the data buckets' keys to decide and watch (they read objects there).
+readers, the step secrets' key to launch, the data buckets' keys to decide, watch, cleanup and reap (they read
+objects there).
 
 Listing the engine bucket is granted wherever an object is read: without s3:ListBucket, reading a missing key is
 AccessDenied instead of NoSuchKey, and the engine treats "missing" as a normal answer (e.g. no catalog frozen).
@@ -52,9 +59,9 @@ LEDGER_ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateI
 TASK_RESPONSE_ACTIONS = ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"]
 SECRET_READERS = ("launch", "watch", "cleanup", "reap")
 TASK_RESPONDERS = ("launch", "trigger", "watch")
-RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup")
-ANY_OBJECT_READERS = ("decide", "watch")
-DATA_BUCKET_READERS = ("decide", "trigger", "watch")
+RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
+ANY_OBJECT_READERS = ("decide", "watch", "cleanup", "reap")
+DATA_BUCKET_READERS = ("decide", "trigger", "watch", "cleanup", "reap")
 STEP_SECRET_READERS = ("launch",)
 EXECUTION_DESCRIBERS = ("watch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
@@ -123,7 +130,7 @@ def grant_engine(
     kms: KmsKeys | None = None,
 ) -> None:
     """Add to each function's role exactly what the table above says (`machines_arn`: the machine ARN prefix
-    pattern `...:stateMachine:<stack>.*`; `executions_arn`: `...:execution:<stack>.*`, their executions)."""
+    pattern `...:stateMachine:<stack>_*`; `executions_arn`: `...:execution:<stack>_*`, their executions)."""
     kms = kms or KmsKeys()
     for name, role in roles.items():
         grant_ledger(role, table, index_arns)

@@ -16,6 +16,8 @@
 | `stepSecretsKmsKeyArn` | `""` | the customer-managed KMS key the step secrets secret is encrypted with |
 | `dataBucketKmsKeyArns` | `[]` | KMS keys of SSE-KMS data buckets (objects the functions read there) |
 | `triggerEventBuckets` | `[]` | data buckets whose "Object Created" events go to the trigger function (see events.py) |
+| `specsDir` | `specs` | the folder of workflow specs the stack deploys (a team's repository; relative to the cwd) |
+| `catalogs` | `[]` | the tool catalog file(s) the specs use, merged into one (empty: `tools.yaml` in `specsDir`) |
 
 AWS facts: a Standard execution runs for at most one year, so no wave can wait longer (`maxWaitSeconds` ≤
 31,536,000); a run's ledger items and `runs/` artifacts must outlive its longest wave, or a wave that ends after
@@ -98,6 +100,8 @@ class EngineSettings:
     step_secrets_kms_key_arn: str = ""
     data_bucket_kms_key_arns: list[str] = field(default_factory=list)
     trigger_event_buckets: list[str] = field(default_factory=list)
+    specs_dir: str = ""  # "": the repository's specs/
+    catalogs: list[str] = field(default_factory=list)  # []: tools.yaml in the specs folder
 
     @classmethod
     def from_context(cls, node: Node) -> EngineSettings:
@@ -157,7 +161,25 @@ class EngineSettings:
             ),
             data_buckets=buckets,
             alarm_topic_arn=topic,
+            **_specs_source(get("specsDir", ""), get("catalogs", [])),
         )
+
+
+def _specs_source(specs_dir: Any, catalogs: Any) -> dict[str, Any]:
+    """`specsDir` and `catalogs`: teams keep their specs and tool catalogs in their own repositories. Each must
+    exist, so a typo fails the synth naming the key, not a deploy with no machines."""
+    from pathlib import Path
+
+    folder = str(specs_dir or "").strip()
+    if folder and not Path(folder).is_dir():
+        raise SettingsError(f"context specsDir={folder!r}: no such folder (fix: -c specsDir=<the folder holding "
+                            "your workflow specs>, absolute or relative to this directory)")
+    files = _list("catalogs", catalogs)
+    for path in files:
+        if not Path(path).is_file():
+            raise SettingsError(f"context catalogs: {path!r} is not a file (fix: -c catalogs=<team>/tools.yaml,"
+                                "<shared>/tools.yaml: each a tool catalog file)")
+    return {"specs_dir": folder, "catalogs": files}
 
 
 def _secret_arn(key: str, value: Any, otherwise: str) -> str:

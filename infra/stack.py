@@ -70,6 +70,27 @@ def console_url(arn: str) -> str:
     return f"https://{Aws.REGION}.console.aws.amazon.com/states/home?region={Aws.REGION}#/statemachines/view/{arn}"
 
 
+def specs_source(settings: EngineSettings, specs_dir: Path | None) -> tuple[Path, Path | None, Any]:
+    """(the specs folder, the catalog file to publish, the catalog the specs compile against: None for the one
+    found beside each spec). Context `catalogs` names teams' catalogs outside this repository; several are
+    merged (spec.catalogs) and the merged text is what the inbox reads."""
+    folder = specs_dir or (Path(settings.specs_dir).resolve() if settings.specs_dir else SPECS_DIR)
+    if not settings.catalogs:
+        beside = folder / TOOLS_FILE_NAME
+        return folder, beside if beside.is_file() else None, None
+    import tempfile
+
+    from npa_workflow.spec.catalogs import merge_catalogs
+
+    paths = [Path(p).resolve() for p in settings.catalogs]
+    merged, text = merge_catalogs(paths)
+    if len(paths) == 1:
+        return folder, paths[0], merged
+    published = Path(tempfile.mkdtemp(prefix="npa-catalog-")) / TOOLS_FILE_NAME
+    published.write_text(text, encoding="utf-8")
+    return folder, published, merged
+
+
 class NpaWorkflowStack(Stack):
     def __init__(
         self,
@@ -77,7 +98,7 @@ class NpaWorkflowStack(Stack):
         construct_id: str,
         *,
         settings: EngineSettings,
-        specs_dir: Path = SPECS_DIR,
+        specs_dir: Path | None = None,  # None: context specsDir, else the repository's specs/
         layer_requirements: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -93,7 +114,8 @@ class NpaWorkflowStack(Stack):
         )
         # The one set of options: the machines are compiled with it and the inbox is told its heartbeat.
         self.compile_options = compile_options(settings)
-        catalog = compile_catalog(specs_dir, self.compile_options)
+        specs_dir, tools_file, tools = specs_source(settings, specs_dir)
+        catalog = compile_catalog(specs_dir, self.compile_options, tools)
         ad_hoc = ad_hoc_prefix(self.stack_name)
         ad_hoc_arns = [machine_arn(self, f"{ad_hoc}*")] if settings.allow_ad_hoc_specs else []
         # Every machine of this stack, deployed or ad hoc, and their Distributed Maps' child machines.
@@ -141,7 +163,6 @@ class NpaWorkflowStack(Stack):
         functions["watch"].add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
         inbox.add_environment(MAX_WAIT_ENV, str(self.compile_options.max_wait_seconds))
         inbox.add_environment(WATCH_INTERVAL_ENV, str(self.compile_options.watch_interval_seconds))
-        tools_file = specs_dir / TOOLS_FILE_NAME
         self.catalog = CatalogPublication(
             self,
             "Catalog",

@@ -1,9 +1,9 @@
 """The compiled state machine of every spec in `specs/`: the same compiler the CLI uses, function ARNs substituted.
 
 Each machine is a Standard workflow (waitForTaskToken needs Standard) with logging to its own CloudWatch log
-group and X-Ray tracing. Machine names are derived from the stack and spec names (`infra.names`: `<stack>.<spec>`
+group and X-Ray tracing. Machine names are derived from the stack and spec names (`infra.names`: `<stack>_<spec>`
 mapped to the characters state machine and log group names allow), so policies and the reap rule name the
-machine prefix `<stack>.` without depending on the machines, and their size does not grow with the catalog.
+machine prefix `<stack>_` without depending on the machines, and their size does not grow with the catalog.
 
 Definitions are serialized compactly and shipped as an S3 asset (`DefinitionS3Location`), not inline: a template is
 at most 1 MB (CloudFormation, template body in S3), and a catalog of many specs, or one large spec, would not fit
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -57,11 +58,12 @@ def spec_files(specs_dir: Path) -> list[Path]:
     return deployable_spec_files(specs_dir)
 
 
-def compile_catalog(specs_dir: Path, options: CompileOptions | None = None) -> list[CatalogSpec]:
-    """Load and compile every spec; an invalid spec fails the synth with the engine's own message."""
+def compile_catalog(specs_dir: Path, options: CompileOptions | None = None, tools: Any = None) -> list[CatalogSpec]:
+    """Load and compile every spec (against `tools`, a Catalog, else the catalog beside it); an invalid spec fails
+    the synth with the engine's own message."""
     compiled = []
     for path in spec_files(specs_dir):
-        loaded = load_spec(path)
+        loaded = load_spec(path, catalog=tools)
         compiled.append(CatalogSpec(path, loaded.spec.name, compile_spec(loaded, options or CompileOptions())))
     return compiled
 

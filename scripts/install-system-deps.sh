@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Debian packages the tests need, installed only when missing (safe to run any number of times):
 #   rsync — a SkyPilot API server in consolidation mode (the contract tests' server) uses it;
-#   graphviz — `dot`, which `npa-workflow graph --format png` and the graph tests run.
+#   graphviz — `dot`, which `npa-workflow graph --format png` and the graph tests run;
+#   chromium — the headless browser the console's tests (tests/console) drive through Playwright.
 set -euo pipefail
 missing=()
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

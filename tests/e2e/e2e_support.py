@@ -18,7 +18,8 @@ from npa_workflow.local.runtime import LocalRunOptions, run_local
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
 REPORT_KEYS = {"run_id", "workflow", "status", "error", "waves", "decisions", "watermarks", "execution_arn",
-               "state_transitions", "history_events"}
+               "state_transitions", "history_events", "notices", "execution_started_at",
+               "elapsed_seconds"}
 WAVE_KEYS = {"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running", "submitted_at",
              "started_at", "ended_at"}
 CLI = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]
@@ -31,6 +32,17 @@ def workspace(tmp_path: Path) -> Path:
     (ws / "tools.yaml").write_text((SPECS / "tools.yaml").read_text())
     (ws / "steps").symlink_to(SPECS / "steps", target_is_directory=True)
     return ws
+
+
+def code_folder(tmp_path: Path) -> Path:
+    """A folder holding a copy of the example step programs, as a team's repository would: `submit` stages the
+    spec's folder and a stack's jobs start in that staged code (a symlink would not be staged)."""
+    import shutil
+
+    folder = tmp_path / "code-ws"
+    if not folder.is_dir():
+        shutil.copytree(SPECS / "steps", folder / "steps", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
 
 
 def write_spec(ws: Path, name: str, body: str) -> Path:

@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import CLI, SPECS, aws_client, check_shape, free_port, job_gone, job_record, wait_until
+from e2e_support import (
+    CLI,
+    SPECS,
+    aws_client,
+    check_shape,
+    code_folder,
+    free_port,
+    job_gone,
+    job_record,
+    wait_until,
+)
 
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.engine.start import run_id_for_object
@@ -64,7 +74,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def spec_file(tmp_path: Path, name: str, body: str) -> Path:
-    path = tmp_path / f"{name}.yaml"
+    path = code_folder(tmp_path) / f"{name}.yaml"  # beside the step code submit stages
     path.write_text(f"apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {{name: {name}}}\n"
                     + textwrap.dedent(body))
     return path
@@ -91,6 +101,7 @@ def test_submit_wait_runs_a_deployed_spec_and_status_shows_its_waves(stack: Stac
     serve_log = wait_until(lambda: f"run {done['run_id']}: SUCCEEDED" in (stack.home / "serve.out").read_text()
                            or None, 30, "serve logged no SUCCEEDED for the run")
     assert serve_log
+    assert (stack.home / "serve.out").read_text().count(f"run {done['run_id']}: ") == 1  # its end, said once
     output = stack.cli("logs", done["run_id"], "join")  # the step's own output, found through the ledger
     assert output.returncode == 0, output.stderr
     assert output.stdout == (stack.home / "jobs" / f"{join['job_id']}.log").read_text() and output.stdout.strip()
@@ -108,7 +119,11 @@ def test_a_broken_spec_is_rejected_with_path_precise_errors_and_starts_nothing(s
             params: {step_out_uri: "s3://npa-workflow-examples/x.json"}
             next: nowhere
         """)
-    done = stack.cli("submit", str(broken))
+    done = stack.cli("submit", str(broken))  # checked before its code is staged: nothing reaches the bucket
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "refused before staging its code" in done.stderr
+    assert "states.a.next: next state 'nowhere' is not defined" in done.stderr
+    done = stack.cli("submit", str(broken), "--no-code")  # nothing to stage: the inbox's own check
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "rejected by the inbox" in done.stderr
     assert "states.a.next: next state 'nowhere' is not defined" in done.stderr
@@ -276,6 +291,9 @@ def test_resume_of_a_failed_run_replays_its_succeeded_wave(stack: Stack, tmp_pat
     run_id = json.loads(done.stdout)["run_id"]
     first = stack.json("status", run_id)
     assert first["status"] == "FAILED" and "boom" in first["error"]["message"]
+    said = wait_until(lambda: (text := (stack.home / "serve.out").read_text()).count(f"run {run_id}: FAILED") and text,
+                      30, "serve said nothing of the failed run's end")
+    assert said.count(f"run {run_id}: ") == 1  # once (twice, or not at all, before)
     resumed = stack.json("resume", run_id)
     assert not resumed["redriven"] and resumed["execution_name"] == f"{run_id}-r2"
     wait_until(lambda: stack.json("status", run_id)["status"] != "RUNNING", 60, "the resumed run did not end",
@@ -310,3 +328,28 @@ def test_fifty_uploads_at_once_start_fifty_runs_none_lost_none_doubled(stack: St
     executions = [e["name"] for m in sfn.list_state_machines()["stateMachines"]
                   for e in sfn.list_executions(stateMachineArn=m["stateMachineArn"])["executions"]]
     assert sorted(n for n in executions if n.startswith("burst-")) == sorted(expected)
+
+
+def test_a_step_runs_the_code_submit_staged_not_the_folders_later_code(stack: Stack, tmp_path: Path) -> None:
+    """issue 21: serve ran the folder's current code; a SkyPilot task starts in the staged copy (file_mounts)."""
+    spec = spec_file(tmp_path, "frozen-code", """\
+        config: {bucket: npa-workflow-examples, prefix: "frozen/{{run.id}}"}
+        initial: wait
+        states:
+          wait:
+            toolRef: examples.util.step
+            params: {step_sleep: "3", step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/wait.json"}
+            next: show
+          show: {run: {shell: "cat version.txt && pwd"}, terminal: true}
+        """)
+    version = spec.parent / "version.txt"
+    version.write_text("as submitted\n")
+    run_id = stack.json("submit", str(spec))["run_id"]  # stages the folder, then returns
+    version.write_text("edited after the submit\n")  # while `wait` still runs
+    done = wait_until(lambda: (r := stack.json("status", run_id))["status"] != "RUNNING" and r, 60,
+                      "the run did not end")
+    assert done["status"] == "SUCCEEDED", done
+    shown = stack.cli("logs", run_id, "show")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == "as submitted"
+    assert shown.stdout.splitlines()[1].startswith(str(stack.home / "code"))  # the checkout of code/<digest>/

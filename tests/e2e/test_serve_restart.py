@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from e2e_support import CLI, SPECS, free_port, group_alive, job_gone, job_record, wait_until  # noqa: E402
+from e2e_support import (  # noqa: E402
+    CLI,
+    SPECS,
+    code_folder,
+    free_port,
+    group_alive,
+    job_gone,
+    job_record,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150), pytest.mark.xdist_group("serve")]
 
@@ -44,7 +53,7 @@ def _cli(home: Path, port: int, *args: str) -> dict[str, Any]:
 def test_serve_killed_then_restarted_accounts_for_every_run(tmp_path: Path) -> None:
     home, port = tmp_path / "home", free_port()
     home.mkdir()
-    hang = tmp_path / "hang-restart.yaml"
+    hang = code_folder(tmp_path) / "hang-restart.yaml"  # beside the step code submit stages
     hang.write_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: hang-restart}\n"
                     + textwrap.dedent("""\
         config: {bucket: npa-workflow-examples, prefix: "hang/{{run.id}}"}
@@ -55,7 +64,7 @@ def test_serve_killed_then_restarted_accounts_for_every_run(tmp_path: Path) -> N
             terminal: true
             params: {step_sleep: "600", step_out_uri: "s3://{{config.bucket}}/{{config.prefix}}/work.json"}
         """))
-    quick = tmp_path / "quick-restart.yaml"
+    quick = code_folder(tmp_path) / "quick-restart.yaml"
     quick.write_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: quick-restart}\n"
                      + textwrap.dedent("""\
         config: {bucket: npa-workflow-examples, prefix: "quick/{{run.id}}"}

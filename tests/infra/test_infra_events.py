@@ -64,7 +64,7 @@ def test_reap_rule_takes_failed_aborted_timed_out_executions_of_this_stacks_mach
     assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
     assert pattern["detail"]["status"] == ["FAILED", "ABORTED", "TIMED_OUT", "SUCCEEDED"]
     # One prefix for every machine of the stack (deployed and ad hoc): the pattern does not grow with the catalog.
-    prefix = "arn:<Partition>:states:<Region>:<AccountId>:stateMachine:NpaWorkflow."
+    prefix = "arn:<Partition>:states:<Region>:<AccountId>:stateMachine:NpaWorkflow_"
     for synth in (default_synth, ad_hoc_synth):
         machines = _rule(synth, synth.stack.events.reap_rule)["EventPattern"]["detail"]["stateMachineArn"]
         assert [_arn_text(m["prefix"]) for m in machines] == [prefix]
@@ -72,7 +72,7 @@ def test_reap_rule_takes_failed_aborted_timed_out_executions_of_this_stacks_mach
         executions = _rule(synth, synth.stack.events.reap_rule)["EventPattern"]["detail"]["executionArn"]
         assert executions == [{"anything-but": {"wildcard": "*/*"}}]
     for name in default_synth.stack.workflows.names.values():
-        assert name.startswith("NpaWorkflow.")
+        assert name.startswith("NpaWorkflow_")
     assert _target_function(default_synth, props) == _fn(default_synth, "reap")
 
 

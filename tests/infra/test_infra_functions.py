@@ -17,6 +17,7 @@ from infra.functions import (
     RUNTIME,
     layer_requirements,
     log_retention,
+    project_layer_requirements,
     stage_handlers,
 )
 
@@ -115,8 +116,34 @@ def test_environment_the_handlers_read(default_synth: Synth, ad_hoc_synth: Synth
 
 
 def test_layer_requirements_are_the_projects_runtime_deps_without_cli_only_or_runtime_provided() -> None:
-    names = {r.split(">")[0].split("=")[0].split("<")[0].strip().lower() for r in layer_requirements()}
+    names = {r.split(">")[0].split("=")[0].split("<")[0].strip().lower() for r in project_layer_requirements()}
     assert names == {"pydantic", "pyyaml", "aws-lambda-powertools"}
+
+
+def test_the_layer_installs_the_locks_exact_pins_inside_pyprojects_ranges() -> None:
+    """Every distribution the layer ships is pinned `==` (transitive ones too: the bundler installs `--no-deps`),
+    and each pin of a pyproject.toml dependency satisfies its range."""
+    from packaging.requirements import Requirement
+
+    from infra.layer_lock import canonical
+
+    pins = {canonical(pin.split("==")[0]): pin.split("==")[1] for pin in layer_requirements()}
+    assert all("==" in pin for pin in layer_requirements())
+    for requirement in map(Requirement, project_layer_requirements()):
+        assert requirement.specifier.contains(pins[canonical(requirement.name)], prereleases=True), requirement
+    assert {"pydantic-core", "typing-extensions", "jmespath"} <= pins.keys()  # the transitive ones are pinned too
+
+
+def test_a_lock_that_misses_a_dependency_or_is_not_exact_says_how_to_regenerate(tmp_path: Path) -> None:
+    from infra.layer_lock import LockError
+
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("# header\npydantic==2.11.0\npyyaml==6.0.2\n")
+    with pytest.raises(LockError, match=r"pins nothing for aws-lambda-powertools.*fix: .*-m infra.layer_lock"):
+        layer_requirements(lock)
+    lock.write_text("pydantic>=2.7\n")
+    with pytest.raises(LockError, match=r"requirements.lock:1: 'pydantic>=2.7' is not an exact pin"):
+        layer_requirements(lock)
 
 
 def _layer_asset_key(requirements: list[str]) -> str:
@@ -129,6 +156,17 @@ def _layer_asset_key(requirements: list[str]) -> str:
     stack = cdk.Stack(app, "LayerHash")
     layer = aws_lambda.LayerVersion(stack, "Layer", code=engine_layer_code(requirements))
     return stack.resolve(layer.node.default_child.content)["s3Key"]
+
+
+def test_changing_a_pinned_version_in_the_lock_changes_the_layers_asset_hash(tmp_path: Path) -> None:
+    """`cdk deploy` uploads an asset only when its hash (the S3 key) is new: a dependency fix must change it."""
+    lock = functions_module.LAYER_LOCK.read_text(encoding="utf-8")
+    pydantic = next(line for line in lock.splitlines() if line.startswith("pydantic=="))
+    bumped = tmp_path / "requirements.lock"
+    bumped.write_text(lock.replace(pydantic, pydantic + ".post1"), encoding="utf-8")
+    base = _layer_asset_key(layer_requirements())
+    assert _layer_asset_key(layer_requirements(bumped)) != base
+    assert _layer_asset_key(layer_requirements()) == base  # and the same lock, the same hash
 
 
 def test_layer_asset_hash_changes_with_requirements_and_bundler_revision(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,3 +290,20 @@ def test_the_launch_timeout_holds_its_call_budget_and_the_exchange_in_flight(
     launch_handler.handler({"run_id": "r-1", "state": "train", "token": "t"}, Context())
     [left] = opened
     assert left is not None and table.LAUNCH_CALL_BUDGET_SECONDS - 1 < left <= table.LAUNCH_CALL_BUDGET_SECONDS
+
+
+def test_the_control_functions_reserve_concurrency_a_launch_fan_out_cannot_take(default_synth: Synth) -> None:
+    """Lambda: ReservedConcurrentExecutions both guarantees and caps a function's concurrency, and an account (1,000
+    by default) keeps at least 100 unreserved. A 10,000-member Distributed Map's launches take the unreserved pool;
+    the control functions keep theirs, and launch still has most of the account."""
+    from npa_workflow.protocol import functions as table
+
+    functions = _functions(default_synth)
+    for slot in table.FUNCTIONS:
+        assert functions[slot.name].get("ReservedConcurrentExecutions") == slot.reserved_concurrency, slot.name
+    assert "ReservedConcurrentExecutions" not in functions["launch"]  # the fan-out shares the unreserved pool
+    for name in ("inbox", "decide", "trigger", "cleanup", "reap"):
+        assert functions[name]["ReservedConcurrentExecutions"] >= 1, name
+    reserved = sum(slot.reserved_concurrency or 0 for slot in table.FUNCTIONS)
+    assert table.ACCOUNT_CONCURRENCY - reserved >= table.MIN_UNRESERVED_CONCURRENCY
+    assert table.ACCOUNT_CONCURRENCY - reserved >= 900  # launch keeps nine tenths of a default account

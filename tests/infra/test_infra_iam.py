@@ -70,8 +70,8 @@ def _ids(synth: Synth) -> dict[str, str]:
 
 REGION_ACCOUNT = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
 # Every machine of the stack, deployed or ad hoc, and the child machines of their Distributed Maps.
-STACK_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow.*"
-AD_HOC_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow.adhoc.*"
+STACK_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow_*"
+AD_HOC_MACHINES = f"{REGION_ACCOUNT}:stateMachine:NpaWorkflow_adhoc_*"
 
 
 def _machines(synth: Synth) -> set[str]:
@@ -117,21 +117,23 @@ def test_s3_access_follows_the_prefixes_each_function_uses(default_synth: Synth)
         "s3:GetObjectVersion": {f"{bucket}/inbox/*"},
         "s3:PutObject": {f"{bucket}/inbox-rejected/*", f"{bucket}/runs/*"},
     }
-    for name in ("launch", "trigger", "cleanup"):
+    for name in ("launch", "trigger"):
         assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/runs/*"}}, name
-    for name in ("decide", "watch"):
+    # Output checkers (the watch; cleanup and reap, for a job that exited 0 just before its cancel) and decide
+    # read wherever a spec points: the engine bucket beyond runs/.
+    for name in ("decide", "watch", "cleanup", "reap"):
         assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/*"}}, name
-    assert s3["reap"] == {}
 
 
-def test_data_buckets_are_readable_by_decide_trigger_and_watch_only(ad_hoc_synth: Synth) -> None:
+def test_data_buckets_are_readable_by_decide_trigger_and_the_output_checkers_only(ad_hoc_synth: Synth) -> None:
     data = {f"arn:<AWS::Partition>:s3:::{b}" for b in ("team-data", "team-models")}
     for name in NAMES:
         g = grants(ad_hoc_synth, name)
         listed = {r for r in g.get("s3:ListBucket", set()) if r.startswith("arn:")}
         read = {r for r in g.get("s3:GetObject", set()) if r.startswith("arn:")}
-        assert listed == (data if name in ("decide", "trigger", "watch") else set()), name
-        assert read == ({f"{d}/*" for d in data} if name in ("decide", "watch") else set()), name
+        assert listed == (data if name in ("decide", "trigger", "watch", "cleanup", "reap") else set()), name
+        readers = ("decide", "watch", "cleanup", "reap")
+        assert read == ({f"{d}/*" for d in data} if name in readers else set()), name
 
 
 def test_the_secret_is_readable_only_by_launch_watch_cleanup_reap(default_synth: Synth, ad_hoc_synth: Synth) -> None:
@@ -186,7 +188,7 @@ def test_ad_hoc_specs_let_the_inbox_create_machines_under_its_prefix_only(ad_hoc
     assert pass_role[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}}
     env = ad_hoc_synth.template["Resources"][ad_hoc_synth.logical_id(ad_hoc_synth.stack.engine.functions["inbox"])]
     variables = env["Properties"]["Environment"]["Variables"]
-    assert variables["NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"] == "NpaWorkflow.adhoc."
+    assert variables["NPA_WORKFLOW_AD_HOC_MACHINE_PREFIX"] == "NpaWorkflow_adhoc_"
     assert {"NPA_WORKFLOW_AD_HOC_ROLE_ARN", "NPA_WORKFLOW_AD_HOC_LOG_GROUP_ARN", "NPA_WORKFLOW_LAUNCH_FUNCTION_ARN",
             "NPA_WORKFLOW_DECIDE_FUNCTION_ARN", "NPA_WORKFLOW_TRIGGER_FUNCTION_ARN",
             "NPA_WORKFLOW_CLEANUP_FUNCTION_ARN"} <= set(variables)
@@ -208,11 +210,11 @@ def test_ad_hoc_machines_may_run_a_distributed_map_of_themselves_and_nothing_mor
     region_account = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
     bucket = _ids(ad_hoc_synth)["bucket"]
     g = role_grants(ad_hoc_synth, ad_hoc_synth.stack.ad_hoc_role)
-    assert g["states:StartExecution"] == {f"{region_account}:stateMachine:NpaWorkflow.adhoc.*"}
+    assert g["states:StartExecution"] == {f"{region_account}:stateMachine:NpaWorkflow_adhoc_*"}
     assert g["states:DescribeExecution"] == g["states:StopExecution"] == {
-        f"{region_account}:execution:NpaWorkflow.adhoc.*:*", f"{region_account}:execution:NpaWorkflow.adhoc.*/*:*"
+        f"{region_account}:execution:NpaWorkflow_adhoc_*:*", f"{region_account}:execution:NpaWorkflow_adhoc_*/*:*"
     }
-    assert g["states:RedriveExecution"] == {f"{region_account}:execution:NpaWorkflow.adhoc.*/*:*"}
+    assert g["states:RedriveExecution"] == {f"{region_account}:execution:NpaWorkflow_adhoc_*/*:*"}
     assert {a for a in g if a.startswith("states:")} == {
         "states:StartExecution", "states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"
     }
@@ -319,8 +321,8 @@ def test_kms_decrypt_only_for_the_keys_named_and_only_to_their_readers(
     expected = {
         "launch": {TOKEN_KEY_ARN, STEP_SECRETS_KEY_ARN},
         "watch": {TOKEN_KEY_ARN, DATA_KEY_ARN},
-        "cleanup": {TOKEN_KEY_ARN},
-        "reap": {TOKEN_KEY_ARN},
+        "cleanup": {TOKEN_KEY_ARN, DATA_KEY_ARN},
+        "reap": {TOKEN_KEY_ARN, DATA_KEY_ARN},
         "decide": {DATA_KEY_ARN},
     }
     for name in NAMES:
@@ -349,7 +351,7 @@ def test_distributed_map_child_executions_are_covered_by_the_grants_aws_checks(
     [label] = group_keys(load_spec(REPO_ROOT / "specs" / "sweep.yaml").spec).values()
     arn = f"arn:aws:states:{REGION}:{ACCOUNT}"
     run_id = "0f8c2d9e-1b7a-4c3e-9d55-2a6b1e0c7f41"
-    ad_hoc = "NpaWorkflow.adhoc.0123456789abcdef"
+    ad_hoc = "NpaWorkflow_adhoc_0123456789abcdef"
     stranger = "Other.sweep"  # another stack's machine, same account
     for synth in (default_synth, ad_hoc_synth):
         resolver = Resolver(synth.template, {})
@@ -400,7 +402,7 @@ def test_distributed_map_child_executions_are_covered_by_the_grants_aws_checks(
 def test_only_the_watch_describes_executions_of_the_stacks_machines(default_synth: Synth) -> None:
     """The watch pass asks whether a run's execution has ended when a wave's token is gone (a missed reap event,
     `engine.watch`): DescribeExecution on `execution:<stack>.*`; no other function calls it."""
-    assert grants(default_synth, "watch")["states:DescribeExecution"] == {f"{REGION_ACCOUNT}:execution:NpaWorkflow.*:*"}
+    assert grants(default_synth, "watch")["states:DescribeExecution"] == {f"{REGION_ACCOUNT}:execution:NpaWorkflow_*:*"}
     for name in NAMES:
         if name != "watch":
             assert "states:DescribeExecution" not in grants(default_synth, name), name

@@ -266,7 +266,7 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
     finally:
         wiring.clear_cache()
     assert started["status"] == "started" and started["machine"] == "ad-hoc", started
-    assert started["machine_arn"].split(":")[-1].startswith("NpaWorkflow.adhoc.")
+    assert started["machine_arn"].split(":")[-1].startswith("NpaWorkflow_adhoc_")
     policies = resolver.role_policies(synth.logical_id(stack.engine.roles["inbox"]))
     checked = set()
     for call in calls:
@@ -278,7 +278,7 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
     # The evaluator is not a rubber stamp: the same inbox may not pass another role, nor create another stack's.
     assert not allowed(policies, "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin")
     assert not allowed(policies, "states:CreateStateMachine",
-                       f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:Other.adhoc.0123456789abcdef")
+                       f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:Other_adhoc_0123456789abcdef")
 
 
 SLOW_SPEC = """
@@ -368,7 +368,7 @@ def test_the_watch_may_describe_an_ended_execution_and_reap_its_jobs(
     assert ("states:DescribeExecution", execution) in checked
     assert {a for a, _ in checked} >= {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"}
     # Not a rubber stamp: another stack's executions stay out of reach.
-    assert not allowed(policies, "states:DescribeExecution", execution.replace(":NpaWorkflow.", ":Other."))
+    assert not allowed(policies, "states:DescribeExecution", execution.replace(":NpaWorkflow_", ":Other_"))
 
 
 @pytest.mark.timeout(60)
@@ -489,7 +489,94 @@ def test_an_sse_kms_data_object_is_readable_by_exactly_the_functions_that_read_d
     for call in calls:
         [(action, resource)] = authorizations(call, lambda _t: "", lambda s: s)
         assert allowed(role_of[call.caller], action, resource), (call.caller, action, resource)
-    readers = {"decide", "watch"}  # the functions that read data objects (trigger only lists)
+    readers = {"decide", "watch", "cleanup", "reap"}  # the functions that read data objects (trigger only lists)
     for who, policies in role_of.items():
         assert allowed(policies, "kms:Decrypt", key, via_s3) == (who in readers), who
         assert not allowed(policies, "kms:Decrypt", key, {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"})
+
+
+@pytest.mark.timeout(90)
+def test_cleanup_and_reap_may_read_the_outputs_they_check_through_the_skypilot_executor(
+    ad_hoc_synth: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17 item 3: a job that exited 0 just before its cancel is recorded SUCCEEDED only with its declared
+    outputs present (`cancel_active`), so cleanup (a wave's Catch) and reap (the execution's end) HeadObject each
+    output wherever the spec put it — the engine bucket beyond runs/, a data bucket. Driven through the real
+    handlers, the SkyPilot executor and client against the protocol double (the cancel, its confirmation by the
+    queue, the job's real end), with moto S3 and DynamoDB: every call is allowed by the caller's synthesized role
+    (moto itself allows the HeadObject, so without this check a missing grant shows only on AWS, as a 403 that
+    records the finished job FAILED and makes `resume` re-run it)."""
+    import sys
+
+    import boto3
+    from moto import mock_aws
+
+    from functions.cleanup.handler import handler as cleanup_handler
+    from functions.reap.handler import handler as reap_handler
+    from npa_workflow.engine.runs import RunOptions
+    from npa_workflow.ledger import RunRecord, WaveAttempt, WaveStatus
+
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "integration" / "skypilot"))
+    from double import SkyPilotDouble
+
+    synth = ad_hoc_synth
+    stack = synth.stack
+    _aws_env(monkeypatch, **{wiring.EXECUTOR_ENV: "skypilot"})
+    wiring.clear_cache()
+    outputs = [f"s3://{BUCKET}/out/model.bin", "s3://team-data/metrics/summary.json"]
+    try:
+        with mock_aws(), RECORDER.active(), SkyPilotDouble() as double:
+            double.request_polls = 0
+            with RECORDER.acting_as("test"):
+                monkeypatch.setenv("SKYPILOT_API_SERVER_ENDPOINT", double.endpoint)
+                s3 = boto3.client("s3")
+                for bucket in (BUCKET, "team-data"):
+                    s3.create_bucket(Bucket=bucket)
+                for uri in outputs:
+                    bucket, key = uri[len("s3://"):].split("/", 1)
+                    s3.put_object(Bucket=bucket, Key=key, Body=b"finished")
+                engine = wiring.engine_from_environment()
+                engine.ledger.create_table()
+                for run_id in ("r-clean", "r-reap"):
+                    engine.runs.freeze(run_id, SLOW_SPEC % sys.executable, "", {}, RunOptions())
+                    engine.ledger.put_run(RunRecord(run_id=run_id, workflow="slow"))
+                    job = double.seed_job(f"{run_id}-job", statuses=["SUCCEEDED"])  # exited 0 before the cancel
+                    engine.ledger.client.put_item(TableName=TABLE, Item=WaveAttempt(
+                        run_id=run_id, wave_key="work", state="work", attempt=1, job_name=f"{run_id}-job",
+                        job_id=str(job), task_token=f"t-{run_id}", status=WaveStatus.RUNNING,
+                        outputs=outputs).to_item())
+            with RECORDER.acting_as("cleanup"):
+                cleanup_handler({"run_id": "r-clean", "state": "work",
+                                 "error": {"Error": "States.Timeout", "Cause": ""}}, _context("cleanup"))
+            change = {"version": "0", "id": "e-end", "detail-type": "Step Functions Execution Status Change",
+                      "source": "aws.states", "account": ACCOUNT, "time": "2026-01-01T00:00:00Z", "region": REGION,
+                      "resources": ["arn:aws:states:us-east-1:123456789012:execution:NpaWorkflow.slow:r-reap"],
+                      "detail": {"executionArn": "arn:aws:states:us-east-1:123456789012:execution:NpaWorkflow.slow:"
+                                                 "r-reap", "stateMachineArn": "arn:aws:states:us-east-1:"
+                                 "123456789012:stateMachine:NpaWorkflow.slow", "name": "r-reap", "status": "FAILED",
+                                 "input": json.dumps({"run": {"run_id": "r-reap", "bucket": BUCKET}})}}
+            with RECORDER.acting_as("reap"):
+                reap_handler(change, _context("reap"))
+            calls = list(RECORDER.calls)
+            ends = {run_id: engine.ledger.latest_attempt(run_id, "work") for run_id in ("r-clean", "r-reap")}
+            asked = {c["path"] for c in double.calls}
+    finally:
+        wiring.clear_cache()
+    assert {"/jobs/cancel", "/jobs/queue/v2"} <= asked  # through the SkyPilot executor, by exact id
+    for run_id, attempt in ends.items():
+        assert attempt.status == WaveStatus.SUCCEEDED, (run_id, attempt.status, attempt.error)
+        assert "already exited 0" in " ".join(e.note for e in attempt.timeline), run_id
+    resolver = Resolver(synth.template, {synth.logical_id(stack.storage.bucket): BUCKET,
+                                         synth.logical_id(stack.storage.table): TABLE})
+    role_of = {name: resolver.role_policies(synth.logical_id(role)) for name, role in stack.engine.roles.items()}
+    checked = set()
+    for call in calls:
+        assert call.caller in ("cleanup", "reap"), str(call)
+        for action, resource in authorizations(call, lambda _t: "", lambda s: s):
+            assert allowed(role_of[call.caller], action, resource), (call.caller, action, resource)
+            checked.add((call.caller, action, resource))
+    for who in ("cleanup", "reap"):
+        for uri in outputs:
+            assert (who, "s3:GetObject", "arn:aws:s3:::" + uri[len("s3://"):]) in checked, (who, uri)
+    # Not a rubber stamp: a bucket that is neither the stack's nor a data bucket stays out of reach.
+    assert not allowed(role_of["reap"], "s3:GetObject", "arn:aws:s3:::someone-else/out/model.bin")

@@ -141,7 +141,10 @@ def test_an_unchanged_spec_compiled_by_the_inbox_matches_its_deployed_machine(
     variant: str, request: pytest.FixtureRequest
 ) -> None:
     """What the inbox does with an upload of a spec from specs/ (no vars, no options): compile it with the options
-    its settings give and compare with the deployed definition, function ARNs masked."""
+    its settings give and compare with the deployed definition, function ARNs masked. The digest a run freezes
+    (`protocol.definitions`, from the compile) is the deployed definition's: `resume` compares exactly these."""
+    from npa_workflow.protocol.definitions import definition_digest, masked
+
     synth: Synth = request.getfixturevalue(variant)
     settings = inbox.InboxSettings.from_environment(_inbox_env(synth))
     request = inbox.RunRequestOptions().model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
@@ -151,7 +154,8 @@ def test_an_unchanged_spec_compiled_by_the_inbox_matches_its_deployed_machine(
     for path in spec_files(SPECS):
         loaded = load_spec(path)
         compiled = compile_spec(loaded, options)
-        assert inbox._masked(compiled.definition) == inbox._masked(deployed[loaded.spec.name]), loaded.spec.name
+        assert masked(compiled.definition) == masked(deployed[loaded.spec.name]), loaded.spec.name
+        assert definition_digest(compiled.definition) == definition_digest(deployed[loaded.spec.name])
 
 
 def test_the_inbox_settings_read_back_from_the_default_stack(default_synth: Synth) -> None:
@@ -188,7 +192,7 @@ def test_every_variable_the_inbox_reads_is_set_when_ad_hoc_specs_are_allowed(ad_
     assert {name for name in read if env.get(name)} == read
     settings = inbox.InboxSettings.from_environment(env)  # raises when an ad-hoc variable is missing
     assert settings.allow_ad_hoc is True
-    assert settings.ad_hoc_prefix == "NpaWorkflow.adhoc."
+    assert settings.ad_hoc_prefix == "NpaWorkflow_adhoc_"
     functions = ad_hoc_synth.stack.engine.functions
     assert {p: arn.rsplit(":", 1)[1] for p, arn in settings.function_arns.items()} == {
         slot.placeholder: ad_hoc_synth.logical_id(functions[slot.name]) for slot in function_table.MACHINE_INVOKED

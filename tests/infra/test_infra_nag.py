@@ -81,8 +81,8 @@ def test_catalog_acknowledgements_name_the_catalog_prefix_only(default_synth: Sy
     arn = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
     assert ad_hoc_role == {
         "AwsSolutions-IAM5[Resource::*]",
-        f"AwsSolutions-IAM5[Resource::{arn}:stateMachine:NpaWorkflow.adhoc.*]",
-        f"AwsSolutions-IAM5[Resource::{arn}:execution:NpaWorkflow.adhoc.*:*]",
-        f"AwsSolutions-IAM5[Resource::{arn}:execution:NpaWorkflow.adhoc.*/*:*]",
+        f"AwsSolutions-IAM5[Resource::{arn}:stateMachine:NpaWorkflow_adhoc_*]",
+        f"AwsSolutions-IAM5[Resource::{arn}:execution:NpaWorkflow_adhoc_*:*]",
+        f"AwsSolutions-IAM5[Resource::{arn}:execution:NpaWorkflow_adhoc_*/*:*]",
         f"AwsSolutions-IAM5[Resource::{bucket}/runs/*]",
     }

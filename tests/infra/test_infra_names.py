@@ -11,30 +11,35 @@ from infra.names import ad_hoc_prefix, construct_id, log_group_name, machine_nam
 from infra.settings import STACK_NAME, SettingsError
 
 LOG_GROUP = re.compile(r"^[\.\-_/#A-Za-z0-9]{1,512}$")
-FORBIDDEN = re.compile(r"[\s<>{}\[\]?*\"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f]")
+# Step Functions CreateStateMachine, `name`: "To enable logging with CloudWatch Logs, the name should only contain
+# 0-9, A-Z, a-z, - and _." (every machine of the stack logs at level ALL).
+LOGGED_MACHINE = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
 
 
-@pytest.mark.parametrize("spec", ["train(v2)", "a+b", "résumé", "日本語", "x" * 200, "with space", "a/b", "ok-name"])
+@pytest.mark.parametrize("spec", ["train(v2)", "a+b", "résumé", "日本語", "x" * 200, "with space", "a/b", "ok-name",
+                                  "with.dot"])
 def test_every_spec_name_maps_to_a_legal_machine_and_log_group(spec: str) -> None:
     name = machine_name("NpaWorkflow", spec)
     assert name == machine_name("NpaWorkflow", spec)  # deterministic
-    assert name.startswith("NpaWorkflow.") and len(name) <= 80 and not FORBIDDEN.search(name), name
+    assert name.startswith("NpaWorkflow_") and len(name) <= 80 and LOGGED_MACHINE.match(name), name
     assert LOG_GROUP.match(log_group_name(name))
     assert re.fullmatch(r"[A-Za-z0-9]+", construct_id(name, "NpaWorkflow"))
 
 
 def test_legal_names_are_kept_and_folded_ones_stay_apart() -> None:
-    assert machine_name("S", "gate-loop") == "S.gate-loop"
-    folded = {machine_name("S", n) for n in ("a+b", "a-b", "a b", "a(b", "a_b")}
-    assert len(folded) == 5
-    assert machine_name("S", "résumé").startswith("S.resume-")
+    assert machine_name("S", "gate-loop") == "S_gate-loop"
+    assert machine_name("S", "snake_case") == "S_snake_case"
+    folded = {machine_name("S", n) for n in ("a+b", "a-b", "a b", "a(b", "a_b", "a.b")}
+    assert len(folded) == 6
+    assert machine_name("S", "résumé").startswith("S_resume-")
 
 
 def test_the_stack_prefix_never_matches_another_stacks_machines() -> None:
-    """`.` is not allowed in a stack name, so `NpaWorkflow.` is not a prefix of `NpaWorkflow-dev.`'s machines."""
-    assert not STACK_NAME.match("Npa.Workflow")
-    assert not machine_name("NpaWorkflow-dev", "x").startswith("NpaWorkflow.")
-    assert ad_hoc_prefix("NpaWorkflow") == "NpaWorkflow.adhoc."
+    """`_` is not allowed in a stack name (CloudFormation: `[A-Za-z][A-Za-z0-9-]*`), so `NpaWorkflow_` is not a prefix
+    of `NpaWorkflow-dev_`'s machines."""
+    assert not STACK_NAME.match("Npa_Workflow")
+    assert not machine_name("NpaWorkflow-dev", "x").startswith("NpaWorkflow_")
+    assert ad_hoc_prefix("NpaWorkflow") == "NpaWorkflow_adhoc_"
 
 
 def test_a_stack_name_that_leaves_no_room_is_a_settings_error() -> None:
@@ -45,8 +50,8 @@ def test_a_stack_name_that_leaves_no_room_is_a_settings_error() -> None:
 
 
 def test_construct_ids_that_collide_get_the_hash() -> None:
-    taken = {construct_id("S.a-b", "S")}
-    other = unique_construct_id("S.a_b", "S", taken)
+    taken = {construct_id("S_a-b", "S")}
+    other = unique_construct_id("S_a_b", "S", taken)
     assert other != "AB" and other.startswith("AB")
 
 

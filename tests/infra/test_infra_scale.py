@@ -128,13 +128,13 @@ def test_awkward_spec_names_give_legal_distinct_deterministic_names(scale_synth:
     }
     for spec, machine in names.items():
         assert machine == machine_name("NpaWorkflow", spec)  # derived from the names alone: the same every synth
-        assert machine.startswith("NpaWorkflow.") and 1 <= len(machine) <= 80, machine
+        assert machine.startswith("NpaWorkflow_") and 1 <= len(machine) <= 80, machine
         assert not MACHINE_NAME_FORBIDDEN.search(machine), machine
         assert f"/aws/vendedlogs/states/{machine}" in log_groups
     assert all(LOG_GROUP_NAME.match(name) for name in log_groups), log_groups
-    assert names["a-b"] == "NpaWorkflow.a-b"  # legal names are kept as they are
-    assert names["résumé"].startswith("NpaWorkflow.resume-")  # folded to ASCII, tagged with a hash
-    assert names["train(v2)"].startswith("NpaWorkflow.train-v2--")
+    assert names["a-b"] == "NpaWorkflow_a-b"  # legal names are kept as they are
+    assert names["résumé"].startswith("NpaWorkflow_resume-")  # folded to ASCII, tagged with a hash
+    assert names["train(v2)"].startswith("NpaWorkflow_train-v2--")
     machines = {
         r["Properties"]["StateMachineName"] for r in scale_synth.resources("AWS::StepFunctions::StateMachine").values()
     }

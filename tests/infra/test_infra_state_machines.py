@@ -59,8 +59,8 @@ def test_machines_are_standard_logged_traced_and_named_after_stack_and_spec(defa
         destination = props["LoggingConfiguration"]["Destinations"][0]["CloudWatchLogsLogGroup"]["LogGroupArn"]
         log_group = default_synth.template["Resources"][destination["Fn::GetAtt"][0]]
         assert log_group["Type"] == "AWS::Logs::LogGroup"
-        assert log_group["Properties"]["LogGroupName"] == f"/aws/vendedlogs/states/NpaWorkflow.{spec_name}"
-        assert props["StateMachineName"] == machine_name("NpaWorkflow", spec_name) == f"NpaWorkflow.{spec_name}"
+        assert log_group["Properties"]["LogGroupName"] == f"/aws/vendedlogs/states/NpaWorkflow_{spec_name}"
+        assert props["StateMachineName"] == machine_name("NpaWorkflow", spec_name) == f"NpaWorkflow_{spec_name}"
 
 
 def test_machine_roles_invoke_exactly_the_four_engine_functions(default_synth: Synth) -> None:

@@ -506,3 +506,124 @@ def test_choice_on_a_field(aws: Aws) -> None:
     ]
     for decision, expected in cases:
         assert output(aws.run(definition, {"decision": decision}))["next"] == expected
+
+
+# --------------------------------------------------------------------------- the twin's corrections of moto
+# local.moto_fixes, each against what AWS documents, for any ASL (generic machines, not the compiled ones).
+# Step Functions error handling: "States.Timeout: A Task state either ran longer than the TimeoutSeconds value,
+# or failed to send a heartbeat for a period longer than the HeartbeatSeconds value." "States.HeartbeatTimeout:
+# A Task state failed to send a heartbeat for a period longer than the HeartbeatSeconds value."
+
+
+def _heartbeat_task(aws: Aws, **extra: Any) -> dict[str, Any]:
+    return token_task(aws.fn_arns["store_token"], HeartbeatSeconds=1, TimeoutSeconds=30) | extra
+
+
+def test_a_catch_on_states_timeout_catches_a_missed_heartbeat(aws: Aws) -> None:
+    from npa_workflow.local.moto_fixes import moto_fixes
+
+    definition = {"StartAt": "Wave", "States": {
+        "Wave": _heartbeat_task(aws, Catch=[{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error",
+                                             "Next": "Lost"}], End=True),
+        "Lost": {"Type": "Pass", "End": True}}}
+    with moto_fixes():
+        desc = aws.run(definition, {})
+    assert desc["status"] == "SUCCEEDED", desc
+    assert output(desc)["error"]["Error"] == "States.HeartbeatTimeout"
+    handlers.tokens.get(timeout=1)
+
+
+def test_a_retry_on_states_timeout_retries_a_missed_heartbeat(aws: Aws) -> None:
+    from npa_workflow.local.moto_fixes import moto_fixes
+
+    definition = {"StartAt": "Wave", "States": {
+        "Wave": _heartbeat_task(aws, Retry=[{"ErrorEquals": ["States.Timeout"], "MaxAttempts": 1,
+                                             "IntervalSeconds": 1}],
+                                Catch=[{"ErrorEquals": ["States.HeartbeatTimeout"], "ResultPath": "$.error",
+                                        "Next": "Lost"}], End=True),
+        "Lost": {"Type": "Pass", "End": True}}}
+    with moto_fixes():
+        desc = aws.run(definition, {}, timeout=30)
+    assert desc["status"] == "SUCCEEDED", desc
+    timed_out = [e for e in aws.history(desc["executionArn"]) if e["type"] == "TaskTimedOut"]
+    assert len(timed_out) == 2  # the first expiry retried (matched by States.Timeout), the second caught
+
+
+def test_a_catch_on_states_heartbeat_timeout_does_not_catch_a_task_past_its_timeout(aws: Aws) -> None:
+    # The specific name covers only the heartbeat: a Task past TimeoutSeconds is States.Timeout alone.
+    from npa_workflow.local.moto_fixes import moto_fixes
+
+    definition = {"StartAt": "Wave", "States": {
+        "Wave": token_task(aws.fn_arns["store_token"], TimeoutSeconds=1,
+                           Catch=[{"ErrorEquals": ["States.HeartbeatTimeout"], "Next": "Lost"}], End=True),
+        "Lost": {"Type": "Pass", "End": True}}}
+    with moto_fixes():
+        desc = aws.run(definition, {})
+    assert (desc["status"], desc.get("error")) == ("FAILED", "States.Timeout"), desc
+    handlers.tokens.get(timeout=1)
+
+
+# Distributed Map: "ToleratedFailureCount / ToleratedFailurePercentage ... The Map Run fails if the number
+# (percentage) of failed items exceeds it"; with neither set the threshold is 0. One item of four fails (25 %).
+def _tolerance_machine(**tolerance: Any) -> dict[str, Any]:
+    return {"StartAt": "Fan", "States": {"Fan": {
+        "Type": "Map", "ItemsPath": "$.items", "End": True, **tolerance,
+        "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+            "StartAt": "Check",
+            "States": {
+                "Check": {"Type": "Choice", "Choices": [{"Variable": "$.fail", "BooleanEquals": True,
+                                                         "Next": "Boom"}], "Default": "Fine"},
+                "Boom": {"Type": "Fail", "Error": "Item.Failed", "Cause": "asked to"},
+                "Fine": {"Type": "Pass", "End": True}}}}}}
+
+
+@pytest.mark.parametrize(("tolerance", "status"), [
+    ({}, "FAILED"),  # neither set: nothing is tolerated
+    ({"ToleratedFailurePercentage": 50.5}, "SUCCEEDED"),
+    ({"ToleratedFailurePercentage": 10.5}, "FAILED"),
+    ({"ToleratedFailureCount": 1}, "SUCCEEDED"),
+    ({"ToleratedFailureCount": 0}, "FAILED"),
+    ({"ToleratedFailureCount": 0, "ToleratedFailurePercentage": 50.5}, "FAILED"),  # the count is exceeded
+    ({"ToleratedFailureCount": 1, "ToleratedFailurePercentage": 10.5}, "FAILED"),  # the percentage is exceeded
+    ({"ToleratedFailureCount": 1, "ToleratedFailurePercentage": 50.5}, "SUCCEEDED"),
+], ids=lambda v: json.dumps(v) if isinstance(v, dict) else v)
+def test_a_distributed_map_fails_when_either_tolerance_is_exceeded(aws: Aws, tolerance: dict[str, Any],
+                                                                    status: str) -> None:
+    from npa_workflow.local.moto_fixes import EXCEED_TOLERATED_FAILURE, moto_fixes
+
+    items = [{"fail": True}, {"fail": False}, {"fail": False}, {"fail": False}]
+    with moto_fixes():
+        desc = aws.run(_tolerance_machine(**tolerance), {"items": items}, timeout=30)
+    assert desc["status"] == status, desc
+    if status == "FAILED":
+        assert desc.get("error") == EXCEED_TOLERATED_FAILURE
+
+
+def test_a_stopped_execution_is_aborted_with_no_task_timeouts_while_a_group_runs(aws: Aws) -> None:
+    # StopExecution: "Stops an execution ... the execution's status is ABORTED". Members waiting on their task
+    # tokens end with it; none of them times out.
+    from npa_workflow.local.moto_fixes import moto_fixes
+
+    definition = {"StartAt": "Group", "States": {"Group": {
+        "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 2, "End": True,
+        "ItemProcessor": {"StartAt": "Member", "States": {
+            "Member": token_task(aws.fn_arns["store_token"], HeartbeatSeconds=2, TimeoutSeconds=4) | {"End": True}}},
+        "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}]},
+        "Caught": {"Type": "Pass", "End": True}}}
+    with moto_fixes():
+        arn = aws.sfn.create_state_machine(name=f"m-{uuid.uuid4().hex[:12]}", definition=json.dumps(definition),
+                                           roleArn=aws.role_arn)["stateMachineArn"]
+        execution = aws.sfn.start_execution(stateMachineArn=arn, name=f"x-{uuid.uuid4().hex[:12]}",
+                                            input=json.dumps({"items": [1, 2]}))["executionArn"]
+        for _ in range(2):
+            handlers.tokens.get(timeout=15)  # both members are waiting on their tokens
+        aws.sfn.stop_execution(executionArn=execution, error="Run.Cancelled", cause="asked to")
+        desc = wait_execution(aws.sfn, execution, 15)
+        time.sleep(5)  # past the members' timeouts: nothing may time out after the stop either
+        history = aws.history(execution)
+    types = [e["type"] for e in history]
+    assert desc["status"] == "ABORTED", (desc["status"], desc.get("error"), types)
+    assert not [e for e in history if e["type"] in ("TaskTimedOut", "MapIterationFailed", "ExecutionFailed")], \
+        [e["type"] for e in history]
+    assert types.count("ExecutionAborted") == 1

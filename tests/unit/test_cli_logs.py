@@ -114,3 +114,14 @@ def test_follow_prints_until_the_attempt_ends(home):
     assert result.exit_code == 0
     assert result.stdout == "done\nmore output\n"
     assert time.monotonic() - started < 10
+
+
+def test_a_state_that_never_launched_says_why_and_exits_1(home, tmp_path):
+    never = WaveAttempt(run_id="r1", wave_key="done", state="done", attempt=1, status=WaveStatus.FAILED,
+                        submitted_at="2026-01-01T00:00:05.000Z",
+                        error="state 'done': could not launch: secret(s) HF_TOKEN not set")
+    write_run(home, [never], tmp_path / "spec.yaml")
+    result = logs("r1", "done")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert ("npa-workflow logs: error: done attempt 1 never launched a job (FAILED): state 'done': could not "
+            "launch: secret(s) HF_TOKEN not set") in result.stderr

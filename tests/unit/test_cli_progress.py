@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from npa_workflow.cli.progress import error_sentence, live_table, print_summary, run_duration
+from npa_workflow.cli.progress import duration, error_sentence, live_table, print_summary, run_duration
 
 JOB = "local-0123456789abcdef"
 
@@ -106,3 +106,111 @@ def test_members_of_a_group_inside_a_loop_keep_their_round():
                             "  gate: {run: {shell: g}}\n")
     loops = enclosing_loops(loaded)
     assert loops["a"] == loops["b"] == loops["gate"] == ["refine"]
+
+
+def _loaded_loop():
+    from npa_workflow.spec.load import load_spec_text
+
+    return load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\nstates:\n"
+                          "  refine: {sequence: [gate], loop: {max: 2, until: promote_checkpoint}, next: route}\n"
+                          "  gate: {run: {shell: g}, writesDecision: true, outputs: [{uri: 's3://b/g', "
+                          "schema: decision}]}\n  route: {run: {shell: r}, terminal: true}\n")
+
+
+def _decision(seq: int, value: str, loops_key: str = "refine=1", at: str = "2026-01-01T00:00:01.000Z") -> dict:
+    from npa_workflow.ledger import DecisionRecord
+
+    record = DecisionRecord(run_id="r1", state="gate", loops_key=loops_key, seq=seq, uri="s3://b/g", decision=value,
+                            read_at=at)
+    return record.to_item() | {"kind": {"S": "DECISION"}}
+
+
+def test_a_decision_no_predicate_matches_is_said_once_in_the_report_and_the_summary():
+    from npa_workflow.local.report import build_report
+
+    items = [_decision(1, "PROMOTE"), _decision(1, "PROMOTE", "refine=2", "2026-01-01T00:00:02.000Z")]
+    doc = build_report(run_id="r1", workflow="w", loaded=_loaded_loop(), status="SUCCEEDED", items=items,
+                       execution_arn="")
+    [notice] = doc["notices"]
+    assert "'PROMOTE' matches no predicate" in notice and "case-sensitive" in notice
+    text = shown({**report(), "notices": doc["notices"]}, 200)
+    assert text.count("matches no predicate") == 1
+    matched = build_report(run_id="r1", workflow="w", loaded=_loaded_loop(), status="SUCCEEDED",
+                           items=[_decision(1, "promote_checkpoint")], execution_arn="")
+    assert matched["notices"] == []
+
+
+def test_a_resumed_runs_decisions_are_each_said_once():
+    from npa_workflow.local.report import build_report
+
+    # the first execution read round 1; the resumed one read it again (its replayed gate), then round 2
+    items = [_decision(1, "loop_back_to_inner_loop"),
+             _decision(2, "loop_back_to_inner_loop", at="2026-01-01T00:01:00.000Z"),
+             _decision(1, "promote_checkpoint", "refine=2", "2026-01-01T00:01:05.000Z")]
+    doc = build_report(run_id="r1", workflow="w", loaded=_loaded_loop(), status="SUCCEEDED", items=items,
+                       execution_arn="")
+    assert [d["decision"] for d in doc["decisions"]] == ["loop_back_to_inner_loop", "promote_checkpoint"]
+    assert shown({**report(), "decisions": doc["decisions"]}, 200).count("decision of gate") == 2
+
+
+def test_a_resumed_runs_duration_is_its_last_executions():
+    first = wave("a", "SUCCEEDED", replayed=True, submitted_at="2026-01-01T00:00:00.000Z",
+                 started_at="2026-01-01T00:00:00.100Z", ended_at="2026-01-01T00:00:05.000Z")
+    failed = wave("b", "FAILED", submitted_at="2026-01-01T00:00:05.000Z", started_at="2026-01-01T00:00:05.100Z",
+                  ended_at="2026-01-01T00:00:06.000Z")
+    again = wave("b", "SUCCEEDED", attempt=2, submitted_at="2026-01-01T00:01:30.000Z",
+                 started_at="2026-01-01T00:01:30.500Z", ended_at="2026-01-01T00:01:38.600Z")
+    resumed = report(waves=[first, failed, again], execution_started_at="2026-01-01T00:01:29.000Z")
+    assert run_duration(resumed) == "8.6s"
+    assert "SUCCEEDED in 8.6s" in shown(resumed, 200)
+    # a report without the start: every wave but the replayed ones (which ran before any resume)
+    assert run_duration({**resumed, "execution_started_at": None}) == "93.6s"
+
+
+def test_a_groups_members_are_listed_in_member_order_in_the_final_table():
+    from npa_workflow.ledger import WaveAttempt, WaveStatus
+    from npa_workflow.local.report import build_report
+    from npa_workflow.spec.load import load_spec_text
+
+    loaded = load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\nstates:\n"
+                            "  prep: {run: {shell: p}, next: fan}\n"
+                            "  fan: {parallel: [m0, m1, m2], maxConcurrency: 3, next: done}\n"
+                            "  m0: {run: {shell: a}}\n  m1: {run: {shell: b}}\n  m2: {run: {shell: c}}\n"
+                            "  done: {run: {shell: d}, terminal: true}\n")
+
+    def item(state: str, second: int, group: str = "") -> dict:
+        at = f"2026-01-01T00:00:{second:02d}.000Z"
+        attempt = WaveAttempt(run_id="r1", wave_key=state, state=state, attempt=1, group=group,
+                              status=WaveStatus.SUCCEEDED, started_at=at, ended_at=at)
+        return attempt.to_item() | {"kind": {"S": "WAVE"}}
+
+    # the members started (and ended) in the order m2, m0, m1
+    items = [item("prep", 1), item("m2", 2, "fan"), item("m0", 3, "fan"), item("m1", 4, "fan"), item("done", 9)]
+    doc = build_report(run_id="r1", workflow="w", loaded=loaded, status="SUCCEEDED", items=items, execution_arn="")
+    assert [w["state"] for w in doc["waves"]] == ["prep", "m0", "m1", "m2", "done"]
+
+
+def test_line_progress_labels_a_state_after_a_loop_without_the_loops_counter(capsys):
+    from npa_workflow.cli.run import LineProgress
+    from npa_workflow.ledger import WaveAttempt, WaveStatus
+
+    progress = LineProgress()
+    progress.spec_loaded(_loaded_loop())
+    waves = [WaveAttempt(run_id="r1", wave_key="gate|refine=2", state="gate", attempt=1, status=WaveStatus.SUCCEEDED),
+             WaveAttempt(run_id="r1", wave_key="route|refine=2", state="route", attempt=1, status=WaveStatus.RUNNING)]
+    progress.update(waves, "RUNNING")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("gate [refine=2] attempt 1: SUCCEEDED")
+    assert lines[1].endswith("] route attempt 1: RUNNING")
+
+
+def test_a_local_runs_duration_is_its_monotonic_measure_not_the_wall_clocks():
+    """A wall clock set back (or forward) 2 h during a run printed `SUCCEEDED in 7200.0s`."""
+    doc = report(elapsed_seconds=3.2)
+    doc["waves"] = [{**doc["waves"][0], "started_at": "2026-01-01T10:00:00Z", "ended_at": "2026-01-01T12:00:00Z"}]
+    assert "SUCCEEDED in 3.2s" in shown(doc)
+
+
+def test_a_wave_whose_end_stamp_is_before_its_start_shows_no_duration():
+    assert duration("2026-01-01T12:00:00Z", "2026-01-01T10:00:00Z") == ""
+    assert duration("2026-01-01T10:00:00Z", "2026-01-01T10:00:02Z") == "2.0s"

@@ -11,6 +11,7 @@ import pytest
 
 from npa_workflow.compile.asl import CompileOptions, compile_spec, execution_input
 from npa_workflow.compile.names import is_legal, sanitize
+from npa_workflow.protocol import errors
 from npa_workflow.spec.load import load_spec, load_spec_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,8 @@ def test_no_retry_block_and_no_timeout_when_disabled():
                  max_wait_seconds=0)
     a = states_of(m)["a"]
     assert "TimeoutSeconds" not in a
-    assert [r["ErrorEquals"][0] for r in a["Retry"]] == ["Lambda.ServiceException"]  # no wave budget left
+    # no wave budget left: only the Lambda service's own errors are retried
+    assert [r["ErrorEquals"] for r in a["Retry"]] == [list(errors.LAMBDA_SERVICE_ERRORS)]
 
 
 def test_parallel_group_is_a_map_whose_size_does_not_grow_with_members():

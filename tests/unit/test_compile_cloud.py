@@ -43,6 +43,9 @@ def test_every_lambda_task_retries_the_lambda_service_errors_first_with_backoff(
         first = task["Retry"][0]
         # AWS's recommended retrier for lambda:invoke; first, because Step Functions uses the first match.
         assert first["ErrorEquals"] == list(LAMBDA_SERVICE_ERRORS), name
+        # AWS's and aws-cdk-lib's default list (LambdaInvoke's retryOnServiceExceptions), and throttling.
+        assert {"Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException", "Lambda.AWSLambdaException",
+                "Lambda.SdkClientException", "Lambda.TooManyRequestsException"} <= set(first["ErrorEquals"]), name
         assert first["BackoffRate"] > 1 and first["MaxAttempts"] >= 3 and first["IntervalSeconds"] >= 1
         for later in task["Retry"][1:]:
             assert not set(later["ErrorEquals"]) & set(LAMBDA_SERVICE_ERRORS), name
@@ -55,6 +58,30 @@ def test_every_lambda_task_retries_the_lambda_service_errors_first_with_backoff(
     retried = {name for r in launch["Retry"] for name in r["ErrorEquals"]}
     assert {"Wave.Failed", "Wave.InfrastructureFailed", "Wave.Lost"} <= retried
     assert not {"Wave.ConfigurationFailed", "Wave.Cancelled"} & retried  # retrying cannot fix these
+
+
+def test_a_throttled_ten_thousand_member_fan_out_is_delayed_not_failed():
+    """Lambda answers TooManyRequestsException past the account's concurrency (1,000 by default); a Distributed Map
+    (MaxConcurrency up to 10,000) asks for 10,000 launches at once. The launch retrier's window (its delays, capped
+    at MaxDelaySeconds, summed over MaxAttempts) must outlast draining them through the unreserved pool with every
+    launch taking 40 s (SkyPilot takes 10-40 s to accept a launch), even with full jitter halving the waits; the
+    group's Map keeps ToleratedFailureCount 0 for real failures."""
+    from npa_workflow.compile.asl import DISTRIBUTED_MAX_CONCURRENCY, LAMBDA_RETRY
+    from npa_workflow.protocol import functions as table
+
+    delays = [min(LAMBDA_RETRY["IntervalSeconds"] * LAMBDA_RETRY["BackoffRate"] ** n, LAMBDA_RETRY["MaxDelaySeconds"])
+              for n in range(LAMBDA_RETRY["MaxAttempts"])]
+    unreserved = table.ACCOUNT_CONCURRENCY - sum(slot.reserved_concurrency or 0 for slot in table.FUNCTIONS)
+    drain_seconds = DISTRIBUTED_MAX_CONCURRENCY / unreserved * 40
+    assert sum(delays) / 2 > drain_seconds, (sum(delays), drain_seconds)
+    big = compiled(ALL_KINDS, inline_map_limit=1)  # its group as a Distributed Map
+    maps = [s for s in all_states(big.definition).values() if s["Type"] == "Map"
+            and s["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"]
+    assert maps and all(m["ToleratedFailureCount"] == 0 for m in maps)
+    for m in maps:
+        launch = next(t for t in m["ItemProcessor"]["States"].values() if t.get("Type") == "Task"
+                      and t["Parameters"]["FunctionName"] == "${LaunchFunctionArn}")
+        assert launch["Retry"][0] == LAMBDA_RETRY
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -152,7 +179,7 @@ def test_a_definition_over_one_mib_is_refused_at_compile_time_with_the_fix():
 
 
 def test_the_documented_states_per_spec_are_what_fits_in_one_mib():
-    """README / docs/deploy.md: about 550 plain states per spec (552 with 15-character state names; 576 with names
+    """README / docs/deploy.md: about 530 plain states per spec (529 with 15-character state names; 551 with names
     of 2-4 characters). Measured with the stack's compile options and every function ARN at its longest."""
     from npa_workflow.compile.size import MAX_DEFINITION_BYTES, deployed_definition_bytes, serialize_definition
     from npa_workflow.errors import SpecError
@@ -160,11 +187,11 @@ def test_the_documented_states_per_spec_are_what_fits_in_one_mib():
     options = CompileOptions(heartbeat_seconds=300, max_wait_seconds=7 * 86400, watch_interval_seconds=60)
 
     named = "step-{:04d}-train"
-    fits = compile_spec(load_spec_text(HEAD + chain(550, named)), options)
+    fits = compile_spec(load_spec_text(HEAD + chain(529, named)), options)
     assert deployed_definition_bytes(serialize_definition(fits.definition)) <= MAX_DEFINITION_BYTES
     with pytest.raises(SpecError, match="1,048,576"):
-        compile_spec(load_spec_text(HEAD + chain(580, named)), options)
-    short = compile_spec(load_spec_text(HEAD + chain(570)), options)
+        compile_spec(load_spec_text(HEAD + chain(540, named)), options)
+    short = compile_spec(load_spec_text(HEAD + chain(551)), options)
     assert deployed_definition_bytes(serialize_definition(short.definition)) <= MAX_DEFINITION_BYTES
 
 

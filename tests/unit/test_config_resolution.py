@@ -56,7 +56,8 @@ def test_unknown_config_and_run_tokens_in_config(spec_error):
     assert [(p.path, p.message, p.hint) for p in err.problems] == [
         ("config.a", "unknown config token: config.nope", "add 'nope' to config"),
         ("config.b", "unknown run token: run.nope", "known run keys: bucket, id, prefix"),
-        ("config.c", "unrecognised token {{params.x}}", "params are read as {{config.KEY}}"),
+        ("config.c", "params.* tokens are not allowed in config (params.x)",
+         "move the value into the state's params or command"),
     ]
 
 
@@ -152,7 +153,7 @@ def test_an_override_nothing_reads_is_an_error_with_a_suggestion(spec_error, loa
     assert (problem.path, problem.hint) == ("--var tresh", "did you mean '--var thresh'?")
     assert "no token of the spec or its tools reads config.tresh" in problem.message
     # Read by a command, by a bare `config.KEY` integer field, by a tool's argv, or by the engine itself.
-    load(body, overrides={"thresh": "0.5", "rounds": "3", "epochs": "4", "bucket": "b"})
+    load(body, overrides={"thresh": "0.5", "rounds": "3", "epochs": "4", "bucket": "bkt"})
 
 
 def test_an_override_of_a_config_key_nothing_reads_never_suggests_itself(spec_error):

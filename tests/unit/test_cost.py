@@ -9,9 +9,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from npa_workflow.aws_prices import PRICES
 from npa_workflow.cli.app import app
 from npa_workflow.compile.asl import CompileOptions, compile_spec
-from npa_workflow.cost import ASSUMPTIONS, CostError, Pricing, estimate_assumption, estimate_cost
+from npa_workflow.cost import (
+    ASSUMPTIONS,
+    TRIGGER_EVENTS,
+    CostError,
+    Pricing,
+    estimate_assumption,
+    estimate_cost,
+    monthly_cost,
+)
 from npa_workflow.plan.planner import build_plan
 from npa_workflow.spec.load import load_spec, load_spec_text
 
@@ -45,9 +54,13 @@ states:
 # Counted by hand from the compiled machine.
 # promote: t.trigger, t, g (Map), m1's and m2's `g.member`, r, r.decide, r.branch → done               = 9 states
 # loop_back: … r.branch → l.loop, (l, l.decide, l.until) ×2 with l.next between, done                = 17 states
+# The reap once (its rule sends it the SUCCEEDED end too); the trigger function once per object created in the
+# engine bucket: the upload and the frozen run's three (TINY declares no output, its group is an inline Map).
 TINY_EXPECTED = {
-    "promote_checkpoint": (9, {"launch": 5, "decide": 1, "trigger": 1, "cleanup": 0, "inbox": 1, "watch": 0}),
-    "loop_back": (17, {"launch": 7, "decide": 3, "trigger": 1, "cleanup": 0, "inbox": 1, "watch": 0}),
+    "promote_checkpoint": (9, {"launch": 5, "decide": 1, "trigger": 1, "cleanup": 0, "inbox": 1, "watch": 0,
+                               "reap": 1, TRIGGER_EVENTS: 4}),
+    "loop_back": (17, {"launch": 7, "decide": 3, "trigger": 1, "cleanup": 0, "inbox": 1, "watch": 0,
+                       "reap": 1, TRIGGER_EVENTS: 4}),
 }
 
 
@@ -83,23 +96,71 @@ def test_watch_invocations_follow_the_runs_duration() -> None:
         estimate_cost(loaded, assume_minutes=-1)
 
 
-def test_prices() -> None:
-    pricing = Pricing(lambda_memory_mb=1024, lambda_duration_ms=500)
-    estimate = estimate_cost(load_spec_text(TINY), pricing=pricing, assume_minutes=2)
-    a = estimate.by_assumption("loop_back")
-    calls = 7 + 3 + 1 + 1 + 14  # the watch ticks over 7 steps of 2 minutes
-    assert a.total_invocations == calls
-    assert a.step_functions_usd == pytest.approx(17 * 0.025 / 1000)
-    assert a.lambda_gb_seconds == pytest.approx(calls * 0.5)
-    assert a.lambda_usd == pytest.approx(calls * 0.20 / 1e6 + calls * 0.5 * 0.0000133334)
-    assert a.compute.hours == {"vCPU": pytest.approx(7 * 2 / 60)}  # no cpus given: one vCPU per step
-    assert a.total_usd == pytest.approx(a.step_functions_usd + a.lambda_usd + 7 * 2 / 60 * 0.04)
-    doc = estimate.to_json()
-    assert doc["pricing"] == {"transition_usd_per_1000": 0.025, "lambda_request_usd_per_million": 0.2,
-                              "lambda_gb_second_usd": 0.0000133334, "lambda_memory_mb": 1024,
-                              "lambda_duration_ms": 500}
-    assert "1024 MB and 500 ms per invocation" in doc["notes"][0]
+def usd(key: str, quantity: float) -> float:
+    return quantity * PRICES[key].usd / PRICES[key].per
+
+
+def test_every_item_of_a_run_priced_by_hand() -> None:
+    """TINY under loop_back, every step 2 min, the watch every minute: 7 jobs, 3 decisions, 1 trigger, 14 ticks."""
+    a = estimate_cost(load_spec_text(TINY), assume_minutes=2).by_assumption("loop_back")
+    got = {i.name: i for i in a.items}
+    # Lambda: memory from the function table (inbox 1024 MB, the others 512), the assumed durations (ms).
+    gb_seconds = {"launch": 7 * 0.5 * 2, "decide": 3 * 0.5 * 1, "trigger": 0.5 * 1, "inbox": 1 * 3,
+                  "watch": 14 * 0.5 * 5, "reap": 0.5 * 1, TRIGGER_EVENTS: 4 * 0.5 * 0.2}
+    # history: 2 + 2 per state entered (17) + 4 more per callback Task (8) + 3 per decide (3) + the Map's 2 + 2 × 2
+    events = 2 + 17 * 2 + 8 * 4 + 3 * 3 + 2 + 2 * 2
+    expected = {
+        "transitions": usd("sfn_transition", 17),
+        "requests": usd("lambda_request", 7 + 3 + 1 + 1 + 14 + 1 + 4),
+        **{f"{name} GB-s": usd("lambda_gb_second", gbs) for name, gbs in gb_seconds.items()},
+        # 7 jobs × 4 writes × 2 KB × 2 (the `active` index); the run item's 3 + 14 notes, × 2 (`runs`); 3; 4
+        "ledger writes": usd("dynamodb_write", 7 * 4 * 2 * 2 + (3 + 14) * 2 + 3 + 4),
+        # 2 per launch; 1 per decide and trigger; 14 job-ticks × 0.25; 7 CANCEL reads; 4 events × 0.5; inbox, reap
+        "ledger reads": usd("dynamodb_read", 7 * 2 + 3 + 1 + 14 * 0.25 + 7 + 4 * 0.5 + 2),
+        "PUT and LIST requests": usd("s3_put", 4 + 1),
+        "GET and HEAD requests": usd("s3_get", 3 + (7 + 3 + 1) * 3 + 3),
+        "S3 events": usd("eventbridge_event", 4 * 2),
+        "machine logs": usd("logs_ingestion_gb", events / 1024 / 1024),
+        "API calls": usd("secret_api_call", 7),
+    }
+    assert a.history_events == events == 83
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        assert got[name].usd == pytest.approx(value), name
+        assert got[name].assumption, name
+    assert a.orchestration_usd == pytest.approx(sum(expected.values()))
+    assert a.step_functions_usd == pytest.approx(expected["transitions"])
+    assert a.total_usd == pytest.approx(a.orchestration_usd + 7 * 2 / 60 * 0.04)  # one vCPU per step, 7 steps
+    doc = estimate_cost(load_spec_text(TINY), assume_minutes=2).to_json()
     assert json.loads(json.dumps(doc)) == doc
+    assert doc["pricing"]["lambda_memory_mb"]["inbox"] == 1024
+    assert {i["item"] for i in doc["assumptions"][1]["items"]} == set(expected)
+
+
+def test_the_stacks_fixed_cost_a_month_by_hand() -> None:
+    month = monthly_cost(4, "the specs in specs", watch_interval_minutes=1)
+    got = {i.name: i.usd for i in month.items}
+    ticks = 30 * 24 * 60
+    assert got == pytest.approx({
+        "watch requests": usd("lambda_request", ticks),
+        "watch GB-s": usd("lambda_gb_second", ticks * 0.5 * 1.0),  # 512 MB, 1 s an idle tick
+        "watch index reads": usd("dynamodb_read", ticks * 2 * 0.5),
+        "alarms": usd("alarm_month", 4 + 7 + 2),  # per spec, per function, event delivery
+        "secrets": usd("secret_month", 1),
+    })
+    assert month.usd == pytest.approx(2.00204144)
+    assert monthly_cost(4, "x", watch_interval_minutes=5).items[0].quantity == ticks / 5
+
+
+def test_every_price_names_its_source_page() -> None:
+    for price in PRICES.values():
+        assert price.usd > 0 and price.per >= 1
+        assert "pricing" in price.source  # "AWS Lambda pricing: …": the page it was read from
+        assert price.source.split(":")[0] in PRICE_PAGES, price.source
+
+
+PRICE_PAGES = {"AWS Step Functions pricing", "AWS Lambda pricing", "Amazon DynamoDB pricing", "Amazon S3 pricing",
+               "Amazon EventBridge pricing", "Amazon CloudWatch pricing", "AWS Secrets Manager pricing"}
 
 
 def test_loop_back_costs_more_than_promote_for_gate_loop() -> None:
@@ -177,9 +238,17 @@ def test_plan_cost_table_lists_both_assumptions() -> None:
     assert rows["state transitions"] == ["10", "22"]
     assert rows["launch"] == ["5", "11"] and rows["watch"] == ["150", "330"] and rows["cleanup"] == ["0", "0"]
     assert rows["H100-hours"] == ["0.50", "1.50"]  # train: one H100, 30 min a round
-    assert rows["Step Functions"] == ["$0.000250", "$0.000550"]
-    assert "512 MB and 1,000 ms per invocation" in out
-    assert "$0.025 per 1,000 state transitions" in out and "$0.0000133334 per GB-second" in out
+    assert rows["Step Functions: transitions"] == ["$0.000250", "$0.000550"]
+    assert rows["launch"] == ["5", "11"] and rows["reap"] == ["1", "1"]
+    # Every item of the run is in the table and, below it, with its price, the price's page and its assumption.
+    estimate = estimate_cost(example("gate-loop"), assume_minutes=30)
+    for item in estimate.assumptions[0].items:
+        assert f"{item.service}: {item.name}" in rows, item.name
+        line = next(x for x in out.splitlines() if x.startswith(f"  • {item.service}: {item.name}:"))
+        assert PRICES[item.price_key].source in line and item.assumption in line
+    assert "5 × 512 MB (protocol.functions) × 2,000 ms assumed per invocation" in out  # promote's 5 launches
+    assert "ALL-projected `active` index" in out and "one log event per history event" in out
+    assert "$0.025 per 1,000 state transitions (AWS Step Functions pricing: Standard workflows" in out
     assert "each assumed to run 30 min" in out and "every 1 min over the run's duration" in out
 
 
@@ -193,6 +262,18 @@ def test_plan_cost_json() -> None:
     first = cost["assumptions"][0]
     assert first["state_transitions"] == 7 and first["lambda_invocations"]["launch"] == 6
     assert first["consistent_with_plan"] is True and cost["assume_minutes"] == 0
+
+
+def test_plan_cost_monthly_counts_the_specs_folder(tmp_path) -> None:
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "fanout.yaml"), "--cost", "--monthly", "--json"])
+    assert result.exit_code == 0, result.output
+    month = json.loads(result.stdout)["cost"]["monthly"]
+    assert month["specs"] == 4 and month["specs_source"] == f"the specs in {SPECS}"  # tools.yaml is no spec
+    assert month["usd"] == pytest.approx(2.00204144)
+    text = CliRunner().invoke(app, ["plan", str(SPECS / "fanout.yaml"), "--cost", "--monthly", "--specs",
+                                    str(tmp_path), "--watch-interval", "5"]).stdout
+    assert "stack fixed cost:" in text and "0 spec(s)" in text and "watch every 5 min" in text
+    assert "one per spec (0, the specs in" in text and "8,640 ticks in 30 days" in text
 
 
 def test_plan_without_cost_is_unchanged() -> None:
@@ -252,3 +333,29 @@ def test_the_cost_table_shows_the_worst_case_history_events() -> None:
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
             for line in result.stdout.splitlines() if line.startswith("│")}
     assert rows["history events (max)"] == [f"{estimate.history_events:,}"] * 2
+
+
+def test_plan_cost_monthly_counts_a_deployed_stacks_specs(monkeypatch) -> None:
+    """--stack: the stack's CloudFormation outputs name its bucket; the deploy's catalog/machines.json its specs."""
+    import boto3
+    from moto import mock_aws
+
+    dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in dummy.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    spec = str(SPECS / "fanout.yaml")
+    with mock_aws():
+        template = {"Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "engine"}}},
+                    "Outputs": {"BucketName": {"Value": "engine"}, "LedgerTableName": {"Value": "ledger"}}}
+        boto3.client("cloudformation").create_stack(StackName="eng", TemplateBody=json.dumps(template))
+        missing = CliRunner().invoke(app, ["plan", spec, "--cost", "--monthly", "--stack", "eng"])
+        assert missing.exit_code == 1 and "catalog/machines.json (is it deployed?)" in missing.output
+        boto3.client("s3").put_object(Bucket="engine", Key="catalog/machines.json",
+                                      Body=json.dumps({"machines": {"a": "eng-a", "b": "eng-b"}}))
+        result = CliRunner().invoke(app, ["plan", spec, "--cost", "--monthly", "--stack", "eng", "--json"])
+    assert result.exit_code == 0, result.output
+    month = json.loads(result.stdout)["cost"]["monthly"]
+    assert (month["specs"], month["specs_source"]) == (2, "deployed in stack eng")
+    alarms = next(i for i in month["items"] if i["item"] == "alarms")
+    assert alarms["quantity"] == 2 + 7 + 2

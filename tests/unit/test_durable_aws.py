@@ -75,3 +75,22 @@ def test_item_listeners_hear_each_write_once_recorded_before_moto_answers(tmp_pa
     assert heard == [("t", {"pk": {"S": "k"}}, {"pk": {"S": "k"}, "job": {"S": "a"}}, True),
                      ("t", {"pk": {"S": "k"}}, {"pk": {"S": "k"}, "job": {"S": "b"}}, True),
                      ("t", {"pk": {"S": "k"}}, None, False)]
+
+
+def test_object_listeners_hear_each_stored_object_with_the_etag_a_listing_shows(tmp_path, monkeypatch):
+    """serve's S3 event source: every PUT (and copy) is heard with the ETag and size a listing reports, none after
+    the block; a restore (paused) is not heard."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    heard: list[tuple[str, str, str, int]] = []
+    with mock_aws(), durable_aws(tmp_path / "aws") as state:
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        with state.object_written(lambda *event: heard.append(event)):
+            s3.put_object(Bucket=BUCKET, Key="inbox/a.yaml", Body=b"abc")
+            s3.copy_object(Bucket=BUCKET, Key="b", CopySource={"Bucket": BUCKET, "Key": "inbox/a.yaml"})
+            with state.paused():
+                s3.put_object(Bucket=BUCKET, Key="restored", Body=b"x")
+        s3.put_object(Bucket=BUCKET, Key="after", Body=b"x")
+        listed = {o["Key"]: (o["ETag"], o["Size"]) for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert heard == [(BUCKET, "inbox/a.yaml", *listed["inbox/a.yaml"]), (BUCKET, "b", *listed["b"])]

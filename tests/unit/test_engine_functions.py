@@ -225,6 +225,91 @@ def test_an_unreadable_decision_revokes_its_writers_success_so_a_resume_relaunch
                                                                                  WaveStatus.SUCCEEDED]
 
 
+class DecideInsideSucceed(RecordingCallbacks):
+    """The execution moves on as soon as the watch completes the token: `decide` runs there, before the watch's
+    own write of the attempt's end (the order the watch takes: token first, then the ledger)."""
+
+    def __init__(self, engine: Engine, token: str, read: dict) -> None:
+        super().__init__()
+        self.engine, self.token, self.read = engine, token, read
+        self.raised: list[Exception] = []
+
+    def succeed(self, token, output):
+        super().succeed(token, output)
+        if token == self.token:
+            self.raised.append(_decide_error(self.engine, self.read))
+        return True
+
+
+def _decide_error(engine: Engine, read: dict) -> Exception:
+    try:
+        decide(engine, {**read, "purpose": "loop", "current": ""})
+    except DecisionMalformed as exc:
+        return exc
+    raise AssertionError("a malformed decision was read as a decision")
+
+
+def _malformed_gate(engine: Engine, run_id: str) -> tuple[dict, dict]:
+    start(engine, run_id)
+    engine.store.put("s3://data/gate.json", b"not json")
+    gate = {"run_id": run_id, "state": "gate", "loops": {"l1": 1}, "token": f"{run_id}-g"}
+    return gate, {k: v for k, v in gate.items() if k != "token"}
+
+
+@pytest.mark.parametrize("order", ["finish then decide", "decide then finish"])
+def test_a_malformed_decision_leaves_its_attempt_failed_whichever_lands_first(engine, order):
+    gate, read = _malformed_gate(engine, "race")
+    if order == "decide then finish":
+        engine.callbacks = DecideInsideSucceed(engine, gate["token"], read)
+    launch(engine, gate)
+    assert settle(engine, gate["token"])[0][0] == "succeed"
+    raised = engine.callbacks.raised if order == "decide then finish" else [_decide_error(engine, read)]
+    watch_pass(engine)  # a later tick changes nothing
+    [attempt] = engine.ledger.attempts("race", "gate|refine=1")
+    assert (attempt.status, attempt.error) == (WaveStatus.FAILED, str(raised[0]))
+    assert attempt.error_category == "workload"
+    # so a resume relaunches the gate instead of replaying the malformed success
+    assert launch(engine, {**gate, "token": "again"})["attempt"] == 2
+
+
+def _race(engine: Engine, run_id: str) -> WaveStatus:
+    """Launch a gate with a malformed decision, then release the watch's finish and the execution's decide (which
+    starts as soon as the token is completed) together on two threads; the attempt's status once both are done."""
+    import threading
+
+    gate, read = _malformed_gate(engine, run_id)
+    launch(engine, gate)
+    go = threading.Barrier(2)
+    raised: list[BaseException] = []
+
+    def finish() -> None:
+        go.wait()
+        settle(engine, gate["token"])
+
+    def read_it() -> None:
+        go.wait()
+        while not engine.callbacks.outcomes(gate["token"]):
+            time.sleep(0.001)
+        try:
+            _decide_error(engine, read)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            raised.append(exc)
+
+    threads = [threading.Thread(target=finish), threading.Thread(target=read_it)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not raised and not any(t.is_alive() for t in threads)
+    watch_pass(engine)
+    return engine.ledger.latest_attempt(run_id, "gate|refine=1").status
+
+
+def test_a_malformed_decision_racing_the_watch_leaves_its_attempt_failed_every_time(engine):
+    """The two on threads, released together, again and again: every outcome is FAILED (was SUCCEEDED once in 28)."""
+    assert [_race(engine, f"rep{n}") for n in range(6)] == [WaveStatus.FAILED] * 6
+
+
 def test_a_missing_decision_revokes_its_states_success_unless_the_run_assumes_one(engine):
     route = {"state": "route", "loops": {}}
     for run_id, assumption in (("with", "promote"), ("without", "")):
@@ -416,3 +501,26 @@ def test_other_states_outputs_are_resolved_once_per_loop_counters(engine, monkey
     assert len(resolved) == 2 * per_round  # new counters: resolved anew
     outputs["work"].append("changed by a caller")
     assert visits._outputs_now(run, first_round)["work"] == ["s3://data/out/1.txt"]  # a copy each time
+
+
+GENERIC_MAP_CAUSE = "The specified tolerated failure threshold was exceeded"
+
+
+@pytest.mark.parametrize(("cause", "error", "said", "not_said"), [
+    # the twin's cause names the child's own error: a member whose Lambda failed is that failure, not a timeout
+    (f"{GENERIC_MAP_CAUSE} (item 7: States.TaskFailed: "
+     '{"errorMessage": "payload too large", "errorType": "ValueError"})',
+     "Wave.Failed", "a member of group 'work' failed: States.TaskFailed: payload too large", "timed out"),
+    (f"{GENERIC_MAP_CAUSE} (item 0: States.Timeout: )", "Wave.TimedOut",
+     "a member of group 'work' timed out: it ran past its deadline of 3600 s (States.Timeout)", "Map Run"),
+    # AWS's own cause names no member: what is known, never "timed out after 3600 s"
+    (GENERIC_MAP_CAUSE, "Wave.TimedOut", "without recording a wave failure", "timed out: it ran past"),
+])
+def test_a_distributed_map_failure_reports_the_members_real_error(engine, cause, error, said, not_said):
+    engine.runs.freeze("rm", SPEC, "", {}, RunOptions())
+    engine.ledger.put_run(RunRecord(run_id="rm", workflow="t"))
+    result = cleanup(engine, {"run_id": "rm", "state": "work", "deadline": {"timeoutSeconds": 3600},
+                              "error": {"Error": "States.ExceedToleratedFailureThreshold", "Cause": cause}})
+    assert result["error"] == error
+    assert said in result["cause"] and not_said not in result["cause"], result["cause"]
+    assert engine.ledger.get_run("rm").error.message == result["cause"]

@@ -250,7 +250,7 @@ states:
     transitions:
       - {when: promote_checkpoint, goto: outer}
     next: fin
-  "a-b": {run: {shell: x}, next: outer}
+  "a-b": {next: outer}  # a router: a command here would share the job name of "a b" (validation refuses it)
   "a_b": {run: {shell: x}, next: outer}
   outer: {sequence: [inner, 'back\\slash'], loop: {max: 2}, next: grp}
   inner: {sequence: [s1, s2]}

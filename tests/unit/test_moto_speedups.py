@@ -642,3 +642,107 @@ def test_conditions_parsed_once_per_request_decide_the_same(monkeypatch: pytest.
     assert plain[6] == "applied" and plain[7]["n"] == {"N": "3"} and "conditional" in plain[8].lower()
     assert "unused" in plain[10].lower()  # the names and values found still reach the handler's check
     assert 0 < len(parses) < plain_parses  # the backend's parse of a write reuses the handler's
+
+
+# --- differential tests: what each cache must not ignore ----------------------------------------------------
+
+
+def test_jsonpath_parsed_once_reads_each_datum_and_tells_names_by_case() -> None:
+    """Speed-up 2 keeps the parse of a path, never what it found: the same path over other data finds that
+    data's value; paths that differ in a name's case are different paths (JSON keys are case-sensitive)."""
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    paths = ["$.a", "$.A", "$.a.b[0]", "$.A.b[0]", "$.items[*].id", "$.Items[*].id"]
+    data = [{"a": {"b": [1]}, "A": {"b": [2]}, "items": [{"id": "x"}], "Items": [{"id": "X"}]},
+            {"a": {"b": [3]}, "A": {"b": [4]}, "items": [{"id": "y"}, {"id": "z"}], "Items": []}]
+
+    def found() -> list[Any]:
+        out: list[Any] = []
+        for datum in data:
+            for path in paths:
+                out.append(json_path.extract_json(path, datum))
+            # ResultPath writes into each datum afresh: the kept parse holds no datum of its own
+            out.append(result_path.parse("$.r").update_or_create(json.loads(json.dumps(datum)), {"n": 1})["r"])
+            out.append(result_path.parse("$.R").update_or_create({}, 2))
+        return out
+
+    plain = found()
+    with jsonpath_parsed_once():
+        fast, again = found(), found()
+    assert fast == again == plain
+    assert plain[0] != plain[1] and plain[0] != plain[len(paths) + 3]  # the cases and the data do differ
+
+
+UPDATE_TABLES = {"by_pk": ["pk"], "by_PK": ["PK"], "by_pk_sk": ["pk", "sk"]}
+VALUES = {":v": {"S": "new"}, ":w": {"S": "other"}, ":n": {"N": "1"}}
+# (table, expression, names): each text is sent with names and tables its verdict must not be carried to
+DIFFERENTIAL_UPDATES = [
+    ("by_pk", "SET #k = :v", {"#k": "status"}),  # passes...
+    ("by_pk", "SET #k = :v", {"#k": "pk"}),  # ...the same text, names naming the key: refused
+    ("by_pk", "SET #k = :v", {"#k": "PK"}),  # not the key (names are case-sensitive): applied
+    ("by_PK", "SET #k = :v", {"#k": "PK"}),  # the key of that table: refused
+    ("by_pk", "SET extra = :v", None),
+    ("by_pk_sk", "SET extra = :v", None),
+    ("by_pk", "SET sk = :v", None),  # not a key here...
+    ("by_pk_sk", "SET sk = :v", None),  # ...the sort key here: refused
+    ("by_pk", "SET a = :v", None),
+    ("by_pk", "SET A = :w", None),  # another attribute: both kept
+    ("by_pk", "SET Pk = :w", None),
+    ("by_pk", "SET pK = :w", None),
+    ("by_pk", "SET pk = :w", None),  # the key: refused
+    ("by_pk", "SET #a = :v, #b = :w", {"#a": "x", "#b": "y"}),
+    ("by_pk", "SET #a = :v, #b = :w", {"#a": "x", "#b": "x"}),  # two actions on one path: refused
+    ("by_pk", "SET #a = :v, #b = :w", {"#a": "x", "#b": "X"}),
+    ("by_pk", "SET #a.b = :v, #b = :w", {"#a": "m", "#b": "n"}),  # no map m: refused
+    ("by_pk", "ADD #a :n", {"#a": "tally"}),
+    ("by_pk", "ADD #a :n", {"#a": "pk"}),  # refused
+    ("by_pk", "REMOVE #a", {"#a": "x"}),
+    ("by_pk", "REMOVE #a", {"#a": "pk"}),  # refused
+]
+
+
+def _differential_updates() -> list[Any]:
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    for table, keys in UPDATE_TABLES.items():
+        schema = [{"AttributeName": k, "KeyType": t} for k, t in zip(keys, ("HASH", "RANGE"), strict=False)]
+        client.create_table(TableName=table, BillingMode="PAY_PER_REQUEST", KeySchema=schema,
+                            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys])
+    out: list[Any] = []
+    for _ in range(2):  # the second round meets every verdict the first one kept
+        for table, expression, names in DIFFERENTIAL_UPDATES:
+            key = {k: {"S": "k"} for k in UPDATE_TABLES[table]}
+            values = {k: v for k, v in VALUES.items() if k in expression}
+            extra: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
+            if values:
+                extra["ExpressionAttributeValues"] = values
+            try:
+                client.update_item(TableName=table, Key=key, UpdateExpression=expression, **extra)
+                out.append("applied")
+            except client.exceptions.ClientError as exc:
+                out.append(exc.response["Error"]["Message"])
+            out.append(client.get_item(TableName=table, Key=key).get("Item"))
+    return out
+
+
+@pytest.mark.parametrize("speedup", [update_expressions_parsed_once, update_checks_passed_once, moto_speedups],
+                         ids=["5", "11", "all"])
+def test_update_speedups_carry_no_verdict_across_names_case_or_keys(speedup: Any) -> None:
+    """Speed-ups 5 and 11 keep a parse per text and a verdict per (text, names, table keys): the same text with
+    other names, a name in another case, or on a table with other keys is answered as moto answers it."""
+    from contextlib import ExitStack
+
+    from moto import mock_aws
+
+    with mock_aws():
+        plain = _differential_updates()
+    with mock_aws(), ExitStack() as stack:
+        stack.enter_context(speedup())
+        if speedup is update_checks_passed_once:
+            stack.enter_context(update_expressions_parsed_once())  # 11's verdicts are keyed on 5's shared tree
+        fast = _differential_updates()
+    assert fast == plain
+    verdicts = [plain[2 * i] == "applied" for i in range(len(DIFFERENTIAL_UPDATES))]
+    assert [i for i, applied in enumerate(verdicts) if not applied] == [1, 3, 7, 12, 14, 16, 18, 20]  # as marked

@@ -936,7 +936,7 @@ def test_a_param_reads_its_sibling_params_in_dependency_order():
         "config: {root: s3://b, prefix: p}\n"
         "states:\n  train: {sequence: [fit], loop: {max: 2}, terminal: true}\n"
         "  fit:\n    run: {argv: [fit, '{{config.ckpt}}', '{{config.prefix}}']}\n"
-        "    params: {ckpt: '{{config.round_uri}}/ckpt', round_uri: '{{config.root}}/r{{loop.train}}',"
+        "    params: {ckpt: '{{params.round_uri}}/ckpt', round_uri: '{{config.root}}/r{{loop.train}}',"
         " prefix: '{{config.prefix}}/fit'}\n")
     plan = build_plan(loaded)
     assert [s.argv for s in plan.steps] == [["fit", "s3://b/r1/ckpt", "p/fit"], ["fit", "s3://b/r2/ckpt", "p/fit"]]

@@ -36,6 +36,7 @@ IDENTITY_ENVS = [
     "NPA_WORKFLOW_FENCE_SEQUENCE",
     "NPA_WORKFLOW_FENCE_ATTEMPT",
     "NPA_WORKFLOW_ATTEMPT",
+    "NPA_WORKFLOW_WAVE_KEY",
 ]
 
 
@@ -197,7 +198,7 @@ def test_kubernetes_config_block() -> None:
 
 
 def test_identity_envs() -> None:
-    step = make_step("train", iteration=2, env={"TOOL_FLAG": "on"})
+    step = make_step("train", iteration=2, env={"TOOL_FLAG": "on"}, loops={"train": 2})
     doc = task(step, fence_sequence=7, attempt=3)
     envs = doc["envs"]
     assert list(envs)[: len(IDENTITY_ENVS)] == IDENTITY_ENVS
@@ -208,6 +209,7 @@ def test_identity_envs() -> None:
     assert envs["NPA_WORKFLOW_FENCE_SEQUENCE"] == "7"
     assert envs["NPA_WORKFLOW_FENCE_ATTEMPT"] == "3"
     assert envs["NPA_WORKFLOW_ATTEMPT"] == "3"
+    assert envs["NPA_WORKFLOW_WAVE_KEY"] == "train|train=2"  # the ledger's key of the wave (state, counters)
     assert envs["NPA_TASK_IMAGE"] == "ghcr.io/acme/tool:1.0"
     assert envs["TOOL_FLAG"] == "on"
     assert all(isinstance(v, str) for v in envs.values())

@@ -43,7 +43,7 @@ def test_dotted_key_is_literal_never_nested():
         resolve_text("{{config.a.b}}", ctx(a={"b": "nested"}))
 
 
-@pytest.mark.parametrize("text", ["{{params.x}}", "{{iteration}}", "{{env.HOME}}", "{{config.x | base64}}",
+@pytest.mark.parametrize("text", ["{{iteration}}", "{{env.HOME}}", "{{config.x | base64}}",
                                   "{{Config.x}}", "{{.State}}", "{{config. x}}", "{x}", "{{config.x}"])
 def test_non_tokens_are_left_verbatim_by_substitution(text):
     assert resolve_text(text, ctx(x="v")) == text
@@ -63,7 +63,7 @@ def test_unsupported_transform():
     with pytest.raises(TokenError) as info:
         resolve_text("{{config.x|upper}}", ctx(x="v"))
     assert (info.value.message, info.value.hint) == (
-        "unsupported token transform 'upper'", "the only transform is |base64"
+        "unsupported token transform 'upper'", "the transforms are |base64 and |raw"
     )
 
 
@@ -109,19 +109,25 @@ def test_resolve_deep_walks_lists_and_maps():
 
 def test_references():
     assert references("{{config.a}} {{ run.id }} {{params.x}} {{state.s.uri|base64}}") == [
-        ("config", "a"), ("run", "id"), ("state", "s.uri"),
+        ("config", "a"), ("run", "id"), ("params", "x"), ("state", "s.uri"),
     ]
 
 
 @pytest.mark.parametrize(("text", "found"), [
-    ("{{params.x}}", [("{{params.x}}", "params are read as {{config.KEY}}")]),
     ("{{iteration}}", [("{{iteration}}", "use {{loop.STATE}} with the name of the looped state")]),
     ("{{ loop }}", [("{{ loop }}", "use {{loop.STATE}} with the name of the looped state")]),
     ("{{config.x | base64}}", [("{{config.x | base64}}",
                                 "write the transform without spaces around '|', e.g. {{config.x|base64}}")]),
     ("{{run}}", [("{{run}}", "write {{run.KEY}}")]),
-    ("{{foo.bar}}", [("{{foo.bar}}", "scopes are config, run, state and loop")]),
+    ("{{foo.bar}}", [("{{foo.bar}}", "scopes are config, run, state, loop and params")]),
     ("{{config.x}} {{.Go}} {{ }} {{a b}}", []),
 ])
 def test_find_suspicious(text, found):
     assert find_suspicious(text) == found
+
+
+def test_a_params_token_reads_the_sibling_params_never_config():
+    both = TokenContext(config={"x": "from-config"}, run={}, params={"x": "from-param"})
+    assert resolve_text("{{config.x}} {{params.x}}", both) == "from-config from-param"
+    with pytest.raises(TokenError, match=r"params\.\* tokens are read only inside a state's params \(params\.x\)"):
+        resolve_text("{{params.x}}", ctx(x="v"))  # a command's context has no params scope: config has them

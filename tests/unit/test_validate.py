@@ -27,7 +27,7 @@ def test_every_problem_is_reported_at_once(spec_error):
         ("config.a", "config values reference each other in a cycle: a -> b -> a"),
         ("resources.gpu.accelerators", "accelerator count must be a positive integer, got 'H100:0'"),
         ("states.first.next", "next state 'nowhere' is not defined"),
-        ("states.first.run.shell", "unrecognised token {{params.x}}"),
+        ("states.first.run.shell", "params.* tokens are read only inside a state's params (params.x)"),
         ("states.g.parallel[0]", "parallel member 'first' must not declare next or transitions"),
         ("states.g.parallel[1]", "unknown parallel member 'ghost'"),
         ("states.g.maxConcurrency", "maxConcurrency must be <= 64, got 65"),
@@ -84,7 +84,7 @@ def test_strict_turns_warnings_into_errors(load, spec_error):
 
 def test_valid_spec_model(load):
     loaded = load("""\
-        config: {bucket: b}
+        config: {bucket: bkt}
         resources: {gpu: {accelerators: 'H100:1', num_nodes: 1}}
         states:
           prep:

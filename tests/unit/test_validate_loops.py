@@ -98,8 +98,9 @@ def test_override_can_break_a_loop_bound(load, spec_error):
     load(body, overrides={"rounds": "5"})
     err = spec_error(body, overrides={"rounds": "many"})
     assert [(p.path, p.message) for p in err.problems] == [
-        ("states.l.loop.max", "loop.max reads config.rounds = 'many', which is not an integer")
+        ("states.l.loop.max",
+         "loop.max reads config.rounds = 'many', which is not an integer (from --var rounds=many)")
     ]
     assert [(p.path, p.message) for p in spec_error(body, overrides={"rounds": "0"}).problems] == [
-        ("states.l.loop.max", "loop.max must be >= 1, got 0")
+        ("states.l.loop.max", "loop.max must be >= 1, got 0 (from --var rounds=0)")  # the var is the fix
     ]

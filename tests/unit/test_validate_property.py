@@ -28,7 +28,7 @@ VALID: dict[str, Any] = {
     "apiVersion": "npa.workflow/v0.0.1",
     "kind": "Workflow",
     "metadata": {"name": "p", "labels": {"team": "x"}},
-    "config": {"bucket": "b", "prefix": "p/{{run.id}}", "root": "s3://{{config.bucket}}/{{config.prefix}}",
+    "config": {"bucket": "bkt", "prefix": "p/{{run.id}}", "root": "s3://{{config.bucket}}/{{config.prefix}}",
                "rounds": 2, "flag": "yes", "images_uri": "s3://b/i", "captions_uri": "s3://b/c"},
     "resources": {"default": {"cpus": 1}, "gpu": {"accelerators": "H100:1", "num_nodes": 1, "image": "i:{{run.id}}"}},
     "initial": "prep",

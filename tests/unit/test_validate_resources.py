@@ -124,7 +124,7 @@ def test_a_defined_empty_profile_does_not_fall_back_to_default(load):
     ("'{{loop.a}}'", "loop.* tokens are not allowed in resource profiles (loop.a)"),
     ("'{{state.a.uri}}'", "state.* tokens are not allowed in resource profiles (state.a.uri)"),
     ("'{{config.nope}}'", "unknown config token: config.nope"),
-    ("'{{params.image}}'", "unrecognised token {{params.image}}"),
+    ("'{{params.image}}'", "params.* tokens are not allowed in resource profiles (params.image)"),
 ])
 def test_profile_tokens(errors, value, message):
     body = with_profile(f"{{kubernetes: {{pod_config: {{spec: {{containers: [{{image: {value}}}]}}}}}}}}",

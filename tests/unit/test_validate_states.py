@@ -260,18 +260,39 @@ def test_params_resolve_against_base_config_and_each_other(errors, load):
     loaded = load("config: {root: s3://b}\nstates:\n  a: {run: {shell: 'echo {{config.out}}'}, "
                   "params: {out: '{{config.root}}/x'}, terminal: true}\n")
     assert loaded.spec.states["a"].params == {"out": "{{config.root}}/x"}
-    # A sibling param is read in dependency order, whatever order the params are written in.
-    load("states:\n  a: {run: {shell: 'echo {{config.q}}'}, params: {q: '{{config.p}}/q', p: v}, terminal: true}\n")
-    assert errors("states:\n  a: {run: {shell: x}, params: {p: '{{config.q}}', q: '{{config.p}}'}, "
+    # A sibling param is read as params.K, in dependency order, whatever order the params are written in.
+    load("states:\n  a: {run: {shell: 'echo {{config.q}}'}, params: {q: '{{params.p}}/q', p: v}, terminal: true}\n")
+    assert errors("states:\n  a: {run: {shell: x}, params: {p: '{{params.q}}', q: '{{params.p}}'}, "
                   "terminal: true}\n") == [
         ("states.a.params.p", "params reference each other in a cycle: params.p -> params.q -> params.p"),
         ("states.a.params.q", "params reference each other in a cycle: params.p -> params.q -> params.p"),
     ]
     # The root cause is reported once: a param reading a broken sibling, and the command reading it, are not.
     assert errors("states:\n  a: {run: {shell: 'x {{config.q}}'}, params: {p: '{{config.nope}}', "
-                  "q: '{{config.p}}'}, terminal: true}\n") == [
+                  "q: '{{params.p}}'}, terminal: true}\n") == [
         ("states.a.params.p", "unknown config token: config.nope"),
     ]
+
+
+def test_config_in_a_param_is_the_base_config_never_a_sibling_param(errors, load):
+    # The existing engine's rule: a param reads the base config. A sibling param named like a config key does
+    # not shadow it; only params.K reads the sibling.
+    assert errors("states:\n  a: {run: {shell: x}, params: {p: v, q: '{{config.p}}'}, terminal: true}\n") == [
+        ("states.a.params.q", "unknown config token: config.p"),
+    ]
+    assert errors("states:\n  a: {run: {shell: x}, params: {q: '{{params.nope}}'}, terminal: true}\n") == [
+        ("states.a.params.q", "unknown params token: params.nope"),
+    ]
+
+
+def test_params_tokens_are_read_only_inside_params(spec_error):
+    problems = spec_error("config: {k: '{{params.p}}'}\nstates:\n  a: {run: {shell: 'x {{params.p}}'}, "
+                          "params: {p: v}, terminal: true}\n").problems
+    assert [(p.path, p.message) for p in problems] == [
+        ("config.k", "params.* tokens are not allowed in config (params.p)"),
+        ("states.a.run.shell", "params.* tokens are read only inside a state's params (params.p)"),
+    ]
+    assert problems[1].hint == "read the state's param here as {{config.p}}"
 
 
 def test_params_may_use_loop_tokens(load):
@@ -432,10 +453,14 @@ def test_allow_unknown_keys_makes_them_warnings(load, spec_error):
         ("states.a.image", "unknown state key 'image' in state 'a' is ignored", "", "warning"),
         ("states.a", "the run can end at 'a', which is not terminal",
          "add 'next', an unconditional transition, or 'terminal: true'", "warning"),
+        ("states.done", "no path from the initial state 'a' reaches 'done': it never runs",
+         "reach it with a next, a transition's goto or a sequence/parallel list (an edge that is followed), or "
+         "remove it", "warning"),
     ]
     err = spec_error(body, strict=True, allow_unknown_keys=True)
     assert [(p.path, p.severity) for p in err.problems] == [
         ("states.a.trasitions", "error"), ("states.a.image", "error"), ("states.a", "error"),
+        ("states.done", "error"),
     ]
 
 

@@ -11,12 +11,11 @@ def shell(command: str, config: str = "{x: v}") -> str:
 
 
 @pytest.mark.parametrize(("command", "token", "hint"), [
-    ("echo {{params.x}}", "{{params.x}}", "params are read as {{config.KEY}}"),
     ("echo {{iteration}}", "{{iteration}}", "use {{loop.STATE}} with the name of the looped state"),
     ("echo {{config.x | base64}}", "{{config.x | base64}}",
      "write the transform without spaces around '|', e.g. {{config.x|base64}}"),
-    ("echo {{env.HOME}}", "{{env.HOME}}", "scopes are config, run, state and loop"),
-    ("echo {{Config.x}}", "{{Config.x}}", "scopes are config, run, state and loop"),
+    ("echo {{env.HOME}}", "{{env.HOME}}", "scopes are config, run, state, loop and params"),
+    ("echo {{Config.x}}", "{{Config.x}}", "scopes are config, run, state, loop and params"),
     ("echo {{config}}", "{{config}}", "write {{config.KEY}}"),
 ])
 def test_unknown_scope_is_an_error_with_a_hint(spec_error, command, token, hint):
@@ -31,7 +30,7 @@ def test_text_that_is_not_token_shaped_is_left_alone(load):
 def test_unsupported_transform(spec_error):
     [problem] = spec_error(shell("echo {{config.x|upper}}")).problems
     assert (problem.path, problem.message, problem.hint) == (
-        "states.a.run.shell", "unsupported token transform 'upper'", "the only transform is |base64"
+        "states.a.run.shell", "unsupported token transform 'upper'", "the transforms are |base64 and |raw"
     )
 
 
@@ -53,8 +52,8 @@ def test_unknown_tokens(spec_error, command, message, hint):
 
 def test_every_failing_token_of_a_text_is_reported(errors):
     assert errors(shell("{{config.p}} {{params.q}} {{run.r}}")) == [
-        ("states.a.run.shell", "unrecognised token {{params.q}}"),
         ("states.a.run.shell", "unknown config token: config.p"),
+        ("states.a.run.shell", "params.* tokens are read only inside a state's params (params.q)"),
         ("states.a.run.shell", "unknown run token: run.r"),
     ]
 
@@ -128,11 +127,11 @@ def test_param_list_is_rejected_before_it_reaches_a_command(errors):
 def test_tool_argv_with_a_bad_param(errors):
     body = ("states:\n  a: {toolRef: demo.caption, params: {images_uri: '{{params.x}}', captions_uri: c},"
             " terminal: true}\n")
-    assert errors(body) == [("states.a.params.images_uri", "unrecognised token {{params.x}}")]
+    assert errors(body) == [("states.a.params.images_uri", "unknown params token: params.x")]
 
 
 def test_unknown_tokens_suggest_the_closest_name(spec_error):
-    err = spec_error("config: {bucket: b}\nstates:\n  rounds: {sequence: [a], loop: {max: 2}, next: done}\n"
+    err = spec_error("config: {bucket: bkt}\nstates:\n  rounds: {sequence: [a], loop: {max: 2}, next: done}\n"
                      "  a: {run: {shell: 'x s3://{{config.buckt}}/{{loop.round}}/{{run.idd}}'}}\n"
                      "  done: {terminal: true}\n")
     assert [(p.message, p.hint) for p in err.problems] == [

@@ -193,6 +193,9 @@ def test_examples_write_under_the_deployments_own_bucket(engine, path: Path):
     assert uris and all(u.startswith("s3://engine/") for u in uris)
 
 
+ORPHAN_JOB_SECONDS = 30  # how long an orphan's job runs by itself: every wait of these tests ends well before
+
+
 def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, str]:
     """A running job whose Task token is gone (moto's interpreter answers InvalidToken, as AWS does for an ended
     execution) and a real execution of the run on moto, stopped or not."""
@@ -208,14 +211,22 @@ def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, 
         name=f"m-{run_id}", roleArn="arn:aws:iam::123456789012:role/sfn",
         definition=json.dumps({"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}))
     arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], name=run_id)["executionArn"]
+    started = time.monotonic()
     if stop:
         sfn.stop_execution(executionArn=arn)
     engine.callbacks = SfnCallbacks(sfn)
     engine.executions = SfnExecutions(sfn)
-    slow = SPEC.replace('code: "pass"', 'code: "import time; time.sleep(30)"')
+    slow = SPEC.replace('code: "pass"', f'code: "import time; time.sleep({ORPHAN_JOB_SECONDS})"')
     engine.runs.freeze(run_id, slow, "", {}, RunOptions())
     engine.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=arn))
     job = launch(engine, {"run_id": run_id, "state": "work", "loops": {"l1": 1}, "token": "gone-token"})["job_id"]
+    if stop:
+        # moto's worker thread records the stop when it next looks (later under load): the pass must describe
+        # an ended execution. Bounded by the job's own lifetime, past which nothing would be orphaned.
+        deadline = started + ORPHAN_JOB_SECONDS / 2
+        while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+            assert time.monotonic() < deadline, "moto never recorded the stop of the execution"
+            time.sleep(0.05)
     return arn, job
 
 
@@ -245,6 +256,23 @@ def test_a_lost_reap_of_many_waves_describes_and_reaps_the_run_once(engine, monk
     for job in (first, second):
         assert engine.executor.local.statuses([job])[job].status == "CANCELLED"
     assert {a.status for a in engine.ledger.attempts("lost")} == {WaveStatus.CANCELLED}
+
+
+def test_the_watch_reaps_a_run_whose_state_machine_a_deploy_deleted(engine, monkeypatch):
+    """A deploy that removes or renames a spec deletes its machine (RemovalPolicy DESTROY). AWS DeleteStateMachine:
+    the machine's executions are terminated at their next state transition and, once it is deleted, they are gone
+    (DescribeExecution: ExecutionDoesNotExist, as moto answers for a deleted machine's execution); no status change
+    reaches reap. The watch finds the token gone, the execution gone, and cancels the run's jobs by id."""
+    arn, job = orphan_setup(engine, monkeypatch, "deleted", stop=False)
+    machine = arn.replace(":execution:", ":stateMachine:").rsplit(":", 1)[0]
+    boto3.client("stepfunctions").delete_state_machine(stateMachineArn=machine)
+    report = watch_pass(engine, clock=HeartbeatClock())
+    assert report.reaped == ["deleted"], report
+    attempt = engine.ledger.latest_attempt("deleted", "work|refine=1")
+    assert attempt.status == WaveStatus.CANCELLED
+    assert "no longer exists" in attempt.error and "a deploy removed or renamed the spec" in attempt.error
+    assert engine.executor.local.statuses([job])[job].status == "CANCELLED"  # by its exact id
+    assert engine.ledger.get_run("deleted").status == "ABORTED"
 
 
 def test_a_gone_token_of_a_live_execution_is_left_to_its_catch(engine, monkeypatch):

@@ -11,6 +11,9 @@ ledger table, the state machines' executions).
 Submitting uploads a spec or a run request under `inbox/` and computes the run id exactly as the inbox does
 (`engine.start.run_id_for_object` of the uploaded object's version id, else its ETag; a request's `runId` when
 given), then waits for the run to appear in the ledger or for `inbox-rejected/<key>.json`.
+
+Following a run (`status --watch`, `submit --wait`) is `RunFollower`: one GetItem per refresh while nothing
+changed; `report()` reads everything once (the run, its frozen spec, every ledger item, the history).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from npa_workflow.engine.resume_plan import NEW_EXECUTION, REDRIVE, ResumePlan, 
 from npa_workflow.engine.start import run_id_for_object
 from npa_workflow.ledger import DynamoLedger, RunRecord, RunStatus, WaveStatus
 from npa_workflow.protocol import stack as stack_outputs
+from npa_workflow.protocol.definitions import definition_digest
 from npa_workflow.protocol.errors import RUN_CANCELLED
 from npa_workflow.protocol.run_ids import next_execution_name
 
@@ -89,7 +93,10 @@ class StackClient:
         import boto3
         from botocore.exceptions import ClientError
 
-        session = boto3.session.Session(region_name=region)
+        from npa_workflow.adapters.aws_clients import forget_blank_regions
+
+        forget_blank_regions()
+        session = boto3.session.Session(region_name=(region or "").strip() or None)
         if not stack:
             if not bucket:
                 raise StackError("name the stack: --stack NAME (or --bucket B), or --endpoint URL for a local serve")
@@ -182,14 +189,22 @@ class StackClient:
         except Exception:  # noqa: BLE001 - gone, or a service error (denied, throttled): the ledger's status then
             return record.status.value
 
-    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5) -> RunRecord:
-        """Until the run's status in the ledger is terminal (the stack records it when the execution ends)."""
+    def wait(self, run_id: str, *, timeout: float | None = None, poll: float = 0.5,
+             describe_every: float = 10.0) -> RunRecord:
+        """Until the run's status in the ledger is terminal (the stack records it when the execution ends: the reap
+        of its status-change event). Each poll is one GetItem; the execution is described at most every
+        `describe_every` seconds, for a SUCCEEDED whose event is late or lost."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        described = float("-inf")
         while True:
             record = self.run(run_id)
             if record.status != RunStatus.RUNNING:
                 return record
-            execution = self.execution_status(record)
+            if time.monotonic() - described < describe_every:
+                execution = "RUNNING"
+            else:
+                described = time.monotonic()
+                execution = self.execution_status(record)
             if execution in TERMINAL and execution != "SUCCEEDED":
                 pass  # the stack's reap records why: wait for it
             elif execution == "SUCCEEDED":  # a cloud stack records no SUCCEEDED in the ledger
@@ -213,6 +228,10 @@ class StackClient:
         return build_report(run_id=run_id, workflow=record.workflow, loaded=frozen.loaded, status=status,
                             items=ledger_items(self.ledger, run_id), execution_arn=record.execution_arn or "",
                             sfn=self.executions.client if record.execution_arn else None)
+
+    def follow(self, run_id: str, *, full_every: float = 30.0) -> RunFollower:
+        """A follower of the run (`RunFollower`): what `status --watch` and `submit --wait` refresh."""
+        return RunFollower(self, run_id, full_every=full_every)
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         return self.ledger.list_runs(limit=limit)
@@ -293,11 +312,113 @@ class StackClient:
             except Exception:  # noqa: BLE001 - NotRedrivable, or refused otherwise (IAM): a new execution instead
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
+        self._check_pinned_definition(record, execution.machine_arn)
         name = next_execution_name(run_id, execution.name)
         arn = self.executions.start(execution.machine_arn, name, execution.input or "{}")
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
         return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
                 "reason": plan.reason}
+
+
+    def _check_pinned_definition(self, record: RunRecord, machine_arn: str) -> None:
+        """A new execution runs the machine's *current* definition, while the run's steps read the spec frozen at
+        its start: after a deploy that changed the spec, a renamed or added state has no step to resolve and
+        reordered loops and groups shift their keys. So a new execution starts only on the definition the run
+        started on (its digest, `protocol.definitions`, frozen on the RUN item). A redrive needs no check: AWS
+        redrives an execution with the definition it started with."""
+        if not record.definition_digest:
+            return  # recorded before the digest was kept: nothing to compare with
+        machine = machine_arn.rsplit(":", 1)[-1]
+        again = ("fix: submit the spec again as a new run (`npa-workflow submit SPEC`; its succeeded steps' "
+                 "outputs are not reused)")
+        current = self.executions.definition(machine_arn)
+        if current is None:
+            raise StackError(f"run {record.run_id!r} cannot be resumed: its state machine {machine} no longer "
+                             f"exists (a deploy removed or renamed spec {record.workflow!r}); {again}")
+        digest = definition_digest(current)
+        if digest != record.definition_digest:
+            raise StackError(
+                f"run {record.run_id!r} cannot be resumed: a deploy changed state machine {machine} since the run "
+                f"started (definition {record.definition_digest[:12]} then, {digest[:12]} now), and a new "
+                "execution would run the new definition against the run's frozen spec; "
+                f"{again}, or deploy spec {record.workflow!r} as the run started it and resume")
+
+
+class RunFollower:
+    """The report of one run, kept up to date at the cost of one GetItem per refresh while nothing changed.
+
+    Each `refresh()` reads the RUN item (eventually consistent: half a read unit up to 4 KB). The waves — a
+    consistent Query of the run's whole partition, for a 10,000-wave run ~20 MB and ~5,000 read units — are
+    read only when the item moved: its `changes` counter (the watch pass moves it once per pass for every run
+    whose waves it wrote: `DynamoLedger.note_changes`), status, execution or error; and at least every
+    `full_every` seconds, for what no counter covers (a launch's own writes; a stack deployed before the
+    counter existed), when a running execution is also described (a cloud run's SUCCEEDED reaches the ledger
+    with the reap event, which EventBridge delivers best effort). The frozen spec is read once; the history once,
+    when the run has ended (the live views show none of it, the summary counts it).
+
+    A read that AWS throttled (after the SDK's retries) keeps the last report and says so: the report's
+    `throttled` is that one line, and the next refresh reads again. A throttle on the very first read raises.
+    """
+
+    def __init__(self, client: StackClient, run_id: str, *, full_every: float = 30.0,
+                 clock: Any = time.monotonic) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.full_every = full_every
+        self.clock = clock
+        self._loaded: Any = None
+        self._seen: tuple[Any, ...] | None = None
+        self._read_at = float("-inf")
+        self._report: dict[str, Any] | None = None
+
+    @property
+    def loaded(self) -> Any:
+        """The run's frozen spec (three S3 GETs, once)."""
+        if self._loaded is None:
+            from npa_workflow.engine.runs import RunStore
+
+            self._loaded = RunStore(S3Store(self.client.s3), self.client.bucket).load(self.run_id).loaded
+        return self._loaded
+
+    def refresh(self) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        from npa_workflow.adapters.aws_errors import throttled, unread
+
+        try:
+            record = self.client.ledger.get_run(self.run_id, consistent=False) or self.client.run(self.run_id)
+        except ClientError as exc:
+            if not throttled(exc) or self._report is None:
+                raise
+            return {**self._report, "throttled": unread("GetItem of the run", exc)}
+        now = self.clock()
+        seen = (record.changes, record.status, record.execution_arn, record.ended_at, record.error)
+        due = now - self._read_at >= self.full_every
+        if self._report is not None and seen == self._seen and not due:
+            return self._report
+        status = record.status.value
+        if status == "RUNNING" and due and record.execution_arn \
+                and self.client.execution_status(record) == "SUCCEEDED":
+            status = "SUCCEEDED"  # the ledger's SUCCEEDED comes with the reap event: not yet, or lost
+        try:
+            report = self._build(record, status)
+        except ClientError as exc:
+            if not throttled(exc) or self._report is None:
+                raise
+            return {**self._report, "throttled": unread("the run's ledger Query", exc)}
+        self._seen, self._read_at, self._report = seen, now, report
+        return report
+
+    def _build(self, record: RunRecord, status: str) -> dict[str, Any]:
+        from npa_workflow.local.report import build_report
+        from npa_workflow.local.runtime import ledger_items
+
+        ended = status != "RUNNING"
+        arn = record.execution_arn or ""
+        return build_report(run_id=self.run_id, workflow=record.workflow, loaded=self.loaded, status=status,
+                            items=ledger_items(self.client.ledger, self.run_id), execution_arn=arn,
+                            sfn=self.client.executions.client if arn and ended else None,
+                            read_history_events=ended)
 
 
 def _name_and_run_id(document: dict[str, Any]) -> tuple[str, str]:

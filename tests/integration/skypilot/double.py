@@ -18,6 +18,17 @@ Scriptable:
 * ``job_logs``: what each job (by id) wrote, streamed by ``POST /jobs/logs`` after the control lines
   the real server sends first (recorded from a job that never ran: no cloud, so no job output).
 
+A stand-in for load and outages (benches and the watch's tests; `bench/watch_outage.py`):
+
+* ``latency``: seconds every answer takes (a distant or loaded server; concurrent calls overlap);
+* ``launch_seconds``: a launch request stays RUNNING this long on ``clock`` before its job id appears (a real
+  server takes 10–40 s, minutes when it provisions a controller; None: ``request_polls`` decides);
+* ``error_rate``: the share of calls answered HTTP 503 (seeded, so a run is reproducible);
+* ``outage()`` / ``recover()``: stop listening (connections refused, as when the server is down) and listen
+  again on the same port;
+* ``seed_launch(name)`` / ``seed_job(name)``: requests and jobs made without a ``POST`` each (a bench's thousands);
+* ``clock``: the double's time (a bench's simulated clock).
+
 ``calls`` lists every request received (method, path, query, headers, body).
 """
 
@@ -25,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import threading
 import time
 import urllib.parse
@@ -77,6 +89,7 @@ class _Request:
     polls_left: int = 0
     return_value: Any = None
     error: tuple[str, str] | None = None
+    ready_at: float | None = None  # with ``launch_seconds``: when the request ends (on the double's clock)
 
 
 @dataclass
@@ -103,6 +116,12 @@ class _Fault:
     body: dict[str, Any] = field(default_factory=dict)
 
 
+class _Server(ThreadingHTTPServer):
+    # The listen backlog (socketserver's default is 5): a pool of concurrent clients connecting at once would see
+    # dropped SYNs, each retried by the kernel only after a second.
+    request_queue_size = 128
+
+
 class SkyPilotDouble:
     def __init__(self, recordings: dict[str, dict[str, Any]] | None = None, *, token: str | None = None) -> None:
         self.recordings = recordings if recordings is not None else load_recordings()
@@ -120,10 +139,29 @@ class SkyPilotDouble:
         self._faults: list[_Fault] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.latency = 0.0
+        self.launch_seconds: float | None = None
+        self.error_rate = 0.0
+        self.clock = time.monotonic
+        self._random = random.Random(17)
+        self._port = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> SkyPilotDouble:
+        self._listen()
+        return self
+
+    def outage(self) -> None:
+        """The server goes down: nothing listens on its port (a client's connect is refused)."""
+        self.stop()
+
+    def recover(self) -> None:
+        """The server is back, on the same port (its requests and jobs kept, as a restarted server's database)."""
+        if self._server is None:
+            self._listen()
+
+    def _listen(self) -> None:
         double = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -146,13 +184,13 @@ class SkyPilotDouble:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", self._port), Handler)
         self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="skypilot-double", daemon=True
         )
         self._thread.start()
-        return self
 
     def stop(self) -> None:
         if self._server is not None:
@@ -168,9 +206,21 @@ class SkyPilotDouble:
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None, "start() the double first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        assert self._port, "start() the double first"
+        return f"http://127.0.0.1:{self._port}"
+
+    def seed_launch(self, job_name: str, *, statuses: list[str] | None = None) -> str:
+        """A launch request as ``POST /jobs/launch`` would make it (its job exists once the request ends)."""
+        with self._lock:
+            return self._make_launch(job_name, [{"name": job_name}], statuses)
+
+    def seed_job(self, job_name: str, *, statuses: list[str] | None = None) -> int:
+        """A managed job whose launch finished long ago."""
+        with self._lock:
+            job_id = self._next_job_id
+            self._next_job_id += 1
+            self._jobs[job_id] = _Job(job_id, job_name, job_name, list(statuses or self.job_statuses))
+            return job_id
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -211,6 +261,11 @@ class SkyPilotDouble:
         with self._lock:
             self.calls.append(call)
             fault = self._take_fault(url.path)
+            erred = self.error_rate > 0 and self._random.random() < self.error_rate
+        if self.latency:
+            time.sleep(self.latency)
+        if erred:
+            return self._send(handler, 503, {"detail": "Server is shutting down, please try again later."})
         if fault is not None and fault.delay:
             time.sleep(fault.delay)
         if fault is not None and fault.status is not None:
@@ -268,17 +323,20 @@ class SkyPilotDouble:
 
     def _launch(self, call: dict[str, Any]) -> tuple[int, Any, str]:
         if self.launch_error is not None:
-            req = self._new_request("sky.jobs.launch", error=self.launch_error)
-        else:
-            docs = [d for d in yaml.safe_load_all(call["body"]["task"]) if d]
-            job_name = docs[0].get("name") or "job"
-            tasks = docs[1:] if len(docs) > 1 else docs
-            job_id = self._next_job_id
-            self._next_job_id += 1
-            task_name = job_name if len(tasks) == 1 else (tasks[0].get("name") or f"{job_name}-0")
-            self._jobs[job_id] = _Job(job_id, job_name, task_name, list(self.job_statuses))
-            req = self._new_request("sky.jobs.launch", return_value={"job_id": [job_id], "handle": "<pickled>"})
-        return 200, None, req.request_id
+            return 200, None, self._new_request("sky.jobs.launch", error=self.launch_error).request_id
+        docs = [d for d in yaml.safe_load_all(call["body"]["task"]) if d]
+        job_name = docs[0].get("name") or "job"
+        return 200, None, self._make_launch(job_name, docs[1:] if len(docs) > 1 else docs, None)
+
+    def _make_launch(self, job_name: str, tasks: list[dict[str, Any]], statuses: list[str] | None) -> str:
+        job_id = self._next_job_id
+        self._next_job_id += 1
+        task_name = job_name if len(tasks) == 1 else (tasks[0].get("name") or f"{job_name}-0")
+        self._jobs[job_id] = _Job(job_id, job_name, task_name, list(statuses or self.job_statuses))
+        req = self._new_request("sky.jobs.launch", return_value={"job_id": [job_id], "handle": "<pickled>"})
+        if self.launch_seconds is not None:
+            req.ready_at = self.clock() + self.launch_seconds
+        return req.request_id
 
     def _queue(self, call: dict[str, Any]) -> tuple[int, Any, str]:
         body = call["body"] or {}
@@ -367,7 +425,8 @@ class SkyPilotDouble:
         template = self.recordings["api_status_sky.jobs.launch_PENDING"]["response"]["body"][0]
         out = []
         for rid in call["query"].get("request_ids", []):
-            for req in self._requests.values():
+            exact = self._requests.get(rid)  # the server matches prefixes; an exact id is the common case
+            for req in [exact] if exact is not None else list(self._requests.values()):
                 if not req.request_id.startswith(rid):
                     continue
                 self._advance(req)
@@ -380,6 +439,12 @@ class SkyPilotDouble:
     def _advance(self, req: _Request) -> None:
         if req.status in TERMINAL_REQUEST:
             return
+        if req.ready_at is not None:
+            if self.clock() < req.ready_at:
+                req.status = "RUNNING"
+                return
+            req.ready_at = None
+            req.polls_left = 0
         if req.polls_left > 0:
             req.polls_left -= 1
             req.status = "RUNNING"
@@ -393,7 +458,8 @@ class SkyPilotDouble:
             body = copy.deepcopy(self.recordings["api_get_404"]["response"]["body"])
             body["detail"] = f"Request {rid!r} not found"
             return 404, body, None
-        while req.status not in TERMINAL_REQUEST:  # /api/get blocks until done
+        req.ready_at = None  # /api/get blocks until done: here the wait is skipped
+        while req.status not in TERMINAL_REQUEST:
             self._advance(req)
         if req.status == "FAILED":
             assert req.error is not None

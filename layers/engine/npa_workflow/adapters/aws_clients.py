@@ -8,13 +8,28 @@ of botocore's default of 10 (more threads than connections only queue and churn 
 
 from __future__ import annotations
 
+import os
+from collections.abc import MutableMapping
 from typing import Any
+
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def forget_blank_regions(environ: MutableMapping[str, str] = os.environ) -> None:
+    """An empty (or blank) AWS_REGION / AWS_DEFAULT_REGION — CI templates often set one so — is unset:
+    botocore takes "" as the region (`https://cloudformation..amazonaws.com`) instead of looking further."""
+    for name in REGION_VARIABLES:
+        if name in environ and not environ[name].strip():
+            del environ[name]
 
 
 class AwsClients:
     def __init__(self, *, endpoint_url: str | None, region: str | None, pool_size: int) -> None:
         import boto3
         from botocore.config import Config
+
+        forget_blank_regions()
+        region = (region or "").strip() or None
 
         self.endpoint_url = endpoint_url
         self._session = boto3.session.Session(region_name=region)

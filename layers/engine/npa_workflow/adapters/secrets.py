@@ -63,6 +63,17 @@ class SecretsManagerSecrets:
             raise SecretMissing(f"secret(s) not in {self.secret_arn}: " + ", ".join(missing))
         return {n: str(values[n]) for n in names}
 
+    def presence(self, names: Sequence[str]) -> tuple[list[str], list[str]] | None:
+        """(missing, too short to redact) of `names` among the secret's keys, for the inbox's preflight
+        (engine.preflight): no value leaves this method. None when the secret cannot be read here."""
+        from npa_workflow.redact import MIN_SECRET_LENGTH
+
+        values = self.values_for_redaction()
+        if not values and self._all is None:
+            return None
+        missing = [n for n in names if not values.get(n)]
+        return missing, [n for n in names if values.get(n) and len(values[n]) < MIN_SECRET_LENGTH]
+
     def values_for_redaction(self) -> dict[str, str]:
         """Every value of the step-secrets object (read once per process): a job may have had any of them.
         Unreadable (no permission, no network) → nothing to redact with, never an error of the caller."""

@@ -814,6 +814,12 @@ class SkyPilotApi:
             raise SkyPilotError(f"SkyPilot launch request {request_id} was cancelled")
         return parse_launch_job_ids(result.return_value)
 
+    def finished_launch_job_ids(self, request_id: str) -> list[int]:
+        """Job ids of a launch request whose status a batched :meth:`request_status` already read as
+        SUCCEEDED or FAILED: the one ``/api/get`` it needs (no second status call). Raises
+        :class:`SkyPilotRequestFailed` for a failed launch, :class:`SkyPilotNotFound` once purged."""
+        return parse_launch_job_ids(self._get_result(request_id).return_value)
+
     def queue(self, job_ids: Sequence[int]) -> list[JobRow]:
         """Queue rows of exactly these managed jobs (all users). Unknown ids give no rows."""
         ids = _job_ids(job_ids)

@@ -9,8 +9,10 @@ done only once the queue shows the job terminal.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from npa_workflow import redact
 from npa_workflow.adapters.secrets import SecretMissing, SecretSource
@@ -23,8 +25,21 @@ from npa_workflow.adapters.skypilot_api import (
     classify_error,
     classify_job,
 )
-from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
+from npa_workflow.engine import budget
+from npa_workflow.engine.ports import (
+    JobRequest,
+    Observation,
+    SchedulerUnreachable,
+    Submission,
+    SubmitError,
+    TrackedJob,
+)
 from npa_workflow.timestamps import from_epoch
+
+# Launch request ids per `GET /api/status`: each is a `request_ids=<uuid>` query parameter (~49 bytes), so 200 keep
+# the request line near 10 KB, under the 16 KiB that uvicorn (h11) — SkyPilot's server — accepts for a request head.
+STATUS_BATCH = 200
+RESULT_WORKERS = 8  # concurrent `/api/get` reads of finished launches (each one round trip)
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -64,39 +79,113 @@ class SkyPilotExecutor:
             raise SubmitError(self._redacted(str(exc)), _category(exc)) from None
 
     def observe(self, jobs: list[TrackedJob]) -> dict[str, Observation]:
+        """Every job in as few calls as the API allows: the launch requests not yet turned into a job id in one
+        ``GET /api/status`` per `STATUS_BATCH` ids (its ``request_ids`` is a list), an ``/api/get`` only for a
+        request that status shows finished (once in its life: the next pass has the job id), `RESULT_WORKERS`
+        at a time, then one queue call for every job id. The first call that finds the server unreachable ends
+        the round (each would wait out its retries): what was read is returned inside `SchedulerUnreachable`,
+        the rest as pending. The invocation's budget (engine/budget.py) bounds every call."""
         out: dict[str, Observation] = {}
         job_of: dict[str, str] = {}
+        waiting: dict[str, list[str]] = {}  # launch request id → the keys waiting on it
         for job in jobs:
             if job.job_id:
                 job_of[job.key] = job.job_id
-                continue
-            if not job.request_id:
-                continue
+            elif job.request_id:
+                waiting.setdefault(job.request_id, []).append(job.key)
+        unreachable: SkyPilotUnavailable | None = None
+        finished: list[str] = []
+        ids = list(waiting)
+        for first in range(0, len(ids), STATUS_BATCH):
+            batch = ids[first:first + STATUS_BATCH]
             try:
-                ids = self.api.launched_job_ids(job.request_id)
+                statuses = self.api.request_status(batch)
+            except SkyPilotUnavailable as exc:
+                unreachable = exc
+                break  # the later batches (and the queue) wait for the next tick
+            except SkyPilotError as exc:
+                for rid in batch:
+                    self._each(out, waiting[rid], Observation("pending", message=f"launch request not readable: {exc}"))
+                continue
+            for rid in batch:
+                status = statuses.get(rid)
+                if status is None:
+                    self._each(out, waiting[rid], Observation(
+                        "lost", message=f"SkyPilot request {rid} is unknown to {self.api.endpoint} (or purged)"))
+                elif status == "CANCELLED":
+                    self._each(out, waiting[rid], Observation(
+                        "infrastructure_failed", message=f"SkyPilot launch request {rid} was cancelled on the server"))
+                elif status in ("SUCCEEDED", "FAILED"):
+                    finished.append(rid)
+                else:
+                    self._each(out, waiting[rid], Observation("pending", message="launch request in progress"))
+        if finished and unreachable is None:
+            unreachable = self._read_launches(finished, waiting, out, job_of)
+        if job_of and unreachable is None:
+            try:
+                self._follow(job_of, out)
+            except SkyPilotUnavailable as exc:
+                unreachable = exc
+            except SkyPilotError as exc:
+                # A failed query says nothing about the jobs: report them as still pending this tick.
+                for key, job_id in job_of.items():
+                    out[key] = Observation("pending", job_id=job_id, message=f"queue not readable: {exc}")
+        if unreachable is None:
+            return out
+        spent = unreachable.attempts == 0  # not sent: the invocation's budget ran out, the server is not to blame
+        why = "not read this tick: its time budget ran out" if spent else f"SkyPilot unreachable: {unreachable}"
+        for key, job_id in job_of.items():
+            out.setdefault(key, Observation("pending", job_id=job_id, message=why))
+        for keys in waiting.values():
+            for key in keys:
+                out.setdefault(key, Observation("pending", message=why))
+        if spent:
+            return out
+        raise SchedulerUnreachable(f"SkyPilot API server {self.api.endpoint} unreachable: {unreachable}", out)
+
+    @staticmethod
+    def _each(out: dict[str, Observation], keys: list[str], obs: Observation) -> None:
+        for key in keys:
+            out[key] = obs
+
+    def _read_launches(self, finished: list[str], waiting: dict[str, list[str]], out: dict[str, Observation],
+                       job_of: dict[str, str]) -> SkyPilotUnavailable | None:
+        """The finished launches' results, `RESULT_WORKERS` at a time (each a round trip); stops taking new
+        ones once one finds the server unreachable, and returns that."""
+        unreachable: list[SkyPilotUnavailable] = []
+
+        def read(rid: str) -> None:
+            if unreachable:
+                return
+            try:
+                ids = self.api.finished_launch_job_ids(rid)
+            except SkyPilotUnavailable as exc:
+                unreachable.append(exc)
+                return
             except SkyPilotRequestFailed as exc:
                 outcome = classify_error(exc)
-                out[job.key] = Observation(outcome, message=self._redacted(f"launch request failed: {exc}"))  # type: ignore[arg-type]
-                continue
+                obs = Observation(outcome, message=self._redacted(f"launch request failed: {exc}"))  # type: ignore[arg-type]
             except SkyPilotNotFound as exc:
-                out[job.key] = Observation("lost", message=str(exc))
-                continue
+                obs = Observation("lost", message=str(exc))
             except SkyPilotError as exc:
-                out[job.key] = Observation("pending", message=f"launch request not readable yet: {exc}")
-                continue
-            if ids is None:
-                out[job.key] = Observation("pending", message="launch request in progress")
+                obs = Observation("pending", message=f"launch request not readable yet: {exc}")
             else:
-                job_of[job.key] = str(ids[0])
-        if not job_of:
-            return out
-        try:
-            rows = self.api.queue([int(j) for j in set(job_of.values())])
-        except SkyPilotError as exc:
-            # A failed query says nothing about the jobs: report them as still pending this tick.
-            for key, job_id in job_of.items():
-                out[key] = Observation("pending", job_id=job_id, message=f"queue not readable: {exc}")
-            return out
+                for key in waiting[rid]:
+                    job_of[key] = str(ids[0])
+                return
+            self._each(out, waiting[rid], obs)
+
+        if len(finished) == 1:
+            read(finished[0])
+        else:
+            context = contextvars.copy_context()  # the invocation's budget is a context variable
+            with ThreadPoolExecutor(max_workers=min(RESULT_WORKERS, len(finished)),
+                                    thread_name_prefix="skypilot-get") as pool:
+                list(pool.map(lambda rid: context.copy().run(read, rid), finished))
+        return unreachable[0] if unreachable else None
+
+    def _follow(self, job_of: dict[str, str], out: dict[str, Observation]) -> None:
+        rows = self.api.queue([int(j) for j in set(job_of.values())])
         by_job: dict[str, list] = {}
         for row in rows:
             by_job.setdefault(str(row.job_id), []).append(row)
@@ -116,7 +205,6 @@ class SkyPilotExecutor:
                 job_id=job_id, message=self._redacted(reason) if reason else f"SkyPilot status {status}",
                 started_at=_iso(started), ended_at=_iso(ended) if outcome != "running" else None,
             )
-        return out
 
     def _redacted(self, text: str) -> str:
         """A failure reason is the job's (or the cloud's) words: it may quote a secret the job was given."""
@@ -133,11 +221,12 @@ class SkyPilotExecutor:
 
     def confirm_cancelled(self, job_ids: Sequence[str], timeout_seconds: float) -> bool:
         ids = [int(j) for j in job_ids if j]
-        deadline = time.monotonic() + timeout_seconds
+        left = budget.remaining()  # never poll past the invocation's budget (cleanup's, the watch's)
+        deadline = time.monotonic() + (timeout_seconds if left is None else min(timeout_seconds, left))
         while True:
             rows = self.api.queue(ids)
             if all(r.terminal for r in rows):
                 return True
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(self.confirm_poll_seconds)
+            time.sleep(max(0.0, min(self.confirm_poll_seconds, deadline - time.monotonic())))

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("npa_workflow.cli.logs", "logs_command"),
     "gc": ("npa_workflow.cli.gc", "gc_command"),
     "jobs": ("npa_workflow.cli.jobs", "jobs_app"),
+    "console": ("npa_workflow.cli.console", "console_command"),
 }
 
 
@@ -96,6 +97,9 @@ def main() -> None:
     # The CLI is never a Lambda: Powertools Metrics' EMF lines (stdout, for CloudWatch) from the in-process
     # handlers of `run`/`serve` would only corrupt this process's own output (`run --json`).
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from npa_workflow.adapters.aws_clients import forget_blank_regions
+
+    forget_blank_regions()  # `AWS_REGION=""` is unset, not a region named ""
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         build_app([command] if command in COMMANDS else None)()

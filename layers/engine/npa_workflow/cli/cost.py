@@ -1,4 +1,6 @@
-"""`npa-workflow plan --cost`: the options and the table of the per-run cost estimate (`npa_workflow.cost`)."""
+"""`npa-workflow plan --cost`: the options and the table of the per-run cost estimate (`npa_workflow.cost`), and
+with `--monthly` the stack's fixed cost a month (its specs counted from `--stack`'s deployed catalog, else from the
+specs folder)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import typer
 from npa_workflow.cli.output import stdout
 
 if TYPE_CHECKING:
-    from npa_workflow.cost import CostEstimate
+    from npa_workflow.cost import CostEstimate, MonthlyCost
 
 CostOpt = Annotated[
     bool,
@@ -22,6 +24,24 @@ AssumeMinutesOpt = Annotated[
     typer.Option("--assume-minutes",
                  help="With --cost: how long each step runs, N minutes; STATE=N for one state (repeatable). "
                       "Gives the compute-hours and the run's duration (default: compute left out)"),
+]
+MonthlyOpt = Annotated[
+    bool,
+    typer.Option("--monthly", help="With --cost: also the stack's fixed cost a month (watch schedule, alarms per "
+                                   "spec, secret), its specs counted from --stack, else from --specs"),
+]
+SpecsDirOpt = Annotated[
+    Path | None,
+    typer.Option("--specs", help="With --monthly: the stack's specs folder (default: the spec's own folder)"),
+]
+CostStackOpt = Annotated[
+    str | None,
+    typer.Option("--stack", help="With --monthly: a deployed stack; its specs are counted from its catalog"),
+]
+WatchIntervalOpt = Annotated[
+    int,
+    typer.Option("--watch-interval", min=1, max=60, help="With --cost: the stack's watch schedule, minutes "
+                                                         "(its watchIntervalMinutes)"),
 ]
 PricesOpt = Annotated[
     Path | None,
@@ -84,9 +104,44 @@ def print_cost(estimate: CostEstimate) -> None:
     names = list(runs[0].lambda_invocations) if runs else []
     for i, name in enumerate(names):
         row(f"  {name}", [f"{a.lambda_invocations[name]:,}" for a in runs], end_section=i == len(names) - 1)
-    row("Step Functions", [usd(a.step_functions_usd) for a in runs])
-    row("Lambda", [usd(a.lambda_usd) for a in runs])
+    labels = [(i.service, i.name) for i in runs[0].items] if runs else []
+    for n, (service, name) in enumerate(labels):
+        row(f"{service}: {name}", [usd(a.items[n].usd) for a in runs], end_section=n == len(labels) - 1)
+    row("AWS", [usd(a.orchestration_usd) for a in runs])
     row("total", [usd(a.total_usd) for a in runs])
     stdout.print(table)
+    stdout.print("  each AWS item assumes (quantities as under the first assumption):", highlight=False)
+    for item in runs[0].items if runs else []:
+        stdout.print(f"  • {item.service}: {item.name}: {item.quantity:,.6g} {item.unit} at "
+                     f"{estimate.pricing.prices[item.price_key].text()} — {item.assumption}", highlight=False)
     for note in estimate.notes:
         stdout.print(f"  • {note}", highlight=False)
+
+
+def print_monthly(monthly: MonthlyCost, pricing_text: dict[str, str]) -> None:
+    """The stack's fixed cost a month: one line, then each item with its assumption."""
+    stdout.print(f"stack fixed cost: {usd(monthly.usd)} a month ({monthly.specs} spec(s), {monthly.specs_source}; "
+                 f"watch every {monthly.watch_interval_minutes} min)", highlight=False)
+    for item in monthly.items:
+        stdout.print(f"  • {item.service}: {item.name}: {item.quantity:,.6g} {item.unit} = {usd(item.usd)} at "
+                     f"{pricing_text[item.price_key]} — {item.assumption}", highlight=False)
+
+
+def stack_spec_count(stack: str, region: str | None) -> int:
+    """How many specs the deployed stack runs: its catalog's machines (`catalog/machines.json`, written by the
+    deploy). Raises StackError (one line) for a stack that cannot be read."""
+    import json
+
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.engine.inbox import DEPLOYED_MACHINES_KEY
+    from npa_workflow.stack_client import StackClient, StackError
+
+    client = StackClient.cloud(stack=stack, region=region)
+    body = S3Store(client.s3).get(f"s3://{client.bucket}/{DEPLOYED_MACHINES_KEY}")
+    if body is None:
+        raise StackError(f"stack {stack!r}: no s3://{client.bucket}/{DEPLOYED_MACHINES_KEY} (is it deployed?)")
+    try:
+        machines = json.loads(body).get("machines", {})
+    except (ValueError, AttributeError):
+        raise StackError(f"stack {stack!r}: {DEPLOYED_MACHINES_KEY} is not the deploy's JSON") from None
+    return len(machines)

@@ -103,17 +103,27 @@ def no_report_yet(run_id: str) -> str:
             f"killed (fix: `npa-workflow run SPEC --run-id {run_id} --resume` continues it)")
 
 
+def local_run_row(meta_path: Path) -> dict[str, str] | None:
+    """One run's row of `list` (run id, workflow, the latest execution's status, when the run started and its
+    latest execution ended) from its meta.json; None when that is unreadable."""
+    meta = _read_json(meta_path)
+    if not isinstance(meta, dict):
+        return None
+    executions = [e for e in meta.get("executions") or [] if isinstance(e, dict)]
+    latest = executions[-1] if executions else {}
+    return {"run_id": meta_path.parent.name, "workflow": str(meta.get("workflow", "")),
+            "status": str(latest.get("status") or _unended(meta_path.parent)),
+            "started_at": str(executions[0].get("started_at", "")) if executions else "",
+            "ended_at": str(latest.get("ended_at") or "")}
+
+
 def local_runs(home: Path, limit: int) -> list[dict[str, str]]:
     """The local runs, newest first: run id, workflow, the latest execution's status, when the run started."""
     rows = []
     for meta_path in (home / "runs").glob("*/meta.json"):
-        meta = _read_json(meta_path)
-        if not isinstance(meta, dict):
-            continue
-        executions = [e for e in meta.get("executions") or [] if isinstance(e, dict)]
-        latest = executions[-1] if executions else {}
-        rows.append({"run_id": meta_path.parent.name, "workflow": str(meta.get("workflow", "")),
-                     "status": str(latest.get("status") or _unended(meta_path.parent)),
-                     "started_at": str(executions[0].get("started_at", "")) if executions else ""})
+        row = local_run_row(meta_path)
+        if row is not None:
+            row.pop("ended_at")  # `list --json` keeps its four keys
+            rows.append(row)
     rows.sort(key=lambda r: (r["started_at"], r["run_id"]), reverse=True)
     return rows[:limit]

@@ -50,6 +50,7 @@ class LogSource:
     path: Path | None  # a local job's log file; None for a job that lives on SkyPilot
     where: str  # how to read it, in words
     secret_names: tuple[str, ...] = ()  # the job's secrets (names): redacted from what is printed
+    error: str = ""  # the attempt's error (a wave that never launched a job says why here)
 
     def redactor(self) -> Callable[[str], str]:
         from npa_workflow import redact
@@ -142,7 +143,7 @@ def _sources(waves: list[Any], loaded: Any, home: Path, run_secrets: tuple[str, 
     for w in sorted(waves, key=lambda w: (w.submitted_at or w.started_at or "", w.wave_key, w.attempt)):
         secrets = tuple(dict.fromkeys([*run_secrets, *job_secret_names(home, w.job_id)]))
         out.append(LogSource(w.state, wave_round(w, loops_of), w.attempt, w.status.value, w.job_id,
-                             local_log_path(home, w.job_id), log_location(home, w.job_id), secrets))
+                             local_log_path(home, w.job_id), log_location(home, w.job_id), secrets, w.error or ""))
     return out
 
 
@@ -298,6 +299,18 @@ def no_log_reason(source: LogSource, exc: OSError) -> str:
             "or give --endpoint URL of the serve that ran it)")
 
 
+def _exit_if_never_launched(chosen: list[LogSource]) -> None:
+    """No job, so no log: each chosen attempt that never launched says why, and with nothing to show, exit 1
+    (an empty output and exit 0 read as "the step printed nothing")."""
+    never = [s for s in chosen if not s.job_id]
+    for source in never:
+        reason = f": {source.error}" if source.error else " (its launch has not recorded a job yet)"
+        _err(f"npa-workflow logs: {'error: ' if len(never) == len(chosen) else ''}{source.label} never launched a "
+             f"job ({source.status}){reason}")
+    if never and len(never) == len(chosen):
+        raise typer.Exit(1)
+
+
 def show(source: LogSource, budget: int, header: bool, sky: Any = None) -> int:
     """Print the tail of one log; returns the offset it ended at (for --follow), -1 when there is no log to read.
     ``sky``: a SkyPilot API client, for the waves whose job is a SkyPilot managed job."""
@@ -441,6 +454,7 @@ def logs_command(
     if follow_ and len(chosen) > 1:
         _err("npa-workflow logs: error: --follow follows one step: name STATE (and --iteration N in a loop)")
         raise typer.Exit(2)
+    _exit_if_never_launched(chosen)
     sky = skypilot_client(skypilot_endpoint) if (endpoint or stack) and skypilot_endpoint else None
     missing = 0
     for source in chosen:

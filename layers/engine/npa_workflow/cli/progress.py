@@ -63,13 +63,24 @@ def duration(start: str | None, end: str | None) -> str:
     if begin is None:
         return ""
     finish = _epoch(end) or time.time()
-    return f"{max(finish - begin, 0.0):.1f}s"
+    if finish < begin:  # the clock went back between the two stamps: no duration rather than a false one
+        return ""
+    return f"{finish - begin:.1f}s"
 
 
 def run_duration(report: dict[str, Any]) -> str:
-    """From the first wave's start to the last one's end (or now, while running)."""
-    starts = [t for w in report.get("waves", []) for t in (w.get("submitted_at"), w.get("started_at")) if t]
-    ends = [w["ended_at"] for w in report.get("waves", []) if w.get("ended_at")]
+    """A local run's own monotonic measure once it ended (`elapsed_seconds`: a wall clock set back or forward
+    during the run does not count), else from the first wave's start to the last one's end (or now, while
+    running), of the report's execution: a resumed run's replayed waves, and those of its earlier executions,
+    ran before it started."""
+    elapsed = report.get("elapsed_seconds")
+    if isinstance(elapsed, int | float) and not isinstance(elapsed, bool) and report.get("status") != "RUNNING":
+        return f"{elapsed:.1f}s"
+    since = report.get("execution_started_at") or ""
+    waves = [w for w in report.get("waves", []) if not w.get("replayed")
+             and (w.get("submitted_at") or w.get("started_at") or "") >= since]
+    starts = [t for w in waves for t in (w.get("submitted_at"), w.get("started_at")) if t]
+    ends = [w["ended_at"] for w in waves if w.get("ended_at")]
     if not starts:
         return ""
     end = max(ends) if ends and report.get("status") != "RUNNING" else None
@@ -176,11 +187,15 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         console.print(f"decision of {d['state']}: {value} ({d['source']}, {d['uri']})", highlight=False)
     for m in report.get("watermarks", []):
         console.print(f"trigger of {m['state']}: {m['objects']} object(s) under {m['uri']}", highlight=False)
+    for notice in report.get("notices", []):
+        console.print(Text(f"notice: {notice}", style="yellow"), highlight=False)
     status = report["status"]
     took = run_duration(report)
     # Without an execution (a local run read from its ledger while it goes) there is no history to count.
     counted = (f"— {report.get('state_transitions', 0)} state transitions, {report.get('history_events', 0)} "
-               "history events") if report.get("execution_arn", "-") else ""
+               "history events") if report.get("execution_arn", "-") and report.get("history_read", True) else ""
+    if report.get("history_error"):  # not "0 events": the read was refused (throttled, denied)
+        counted = f"— history not read: {report['history_error']} (`npa-workflow status RUN` again for its counts)"
     console.print(Text(f"{status}" + (f" in {took}" if took else ""), style=f"bold {STYLE.get(status, '')}"),
                   counted, highlight=False)
     if report.get("error") and status != "RUNNING":  # a running run has no error yet, whatever came before
@@ -205,8 +220,9 @@ def plan_states(loaded: Any) -> list[str]:
 
 
 def live_table(header: str, states: list[str], waves: list[dict[str, Any]], status: str, elapsed: float,
-               width: int) -> Group:
-    """Every state of the plan, pending ones too, with its latest wave; `k/n done` in the header."""
+               width: int, throttled: str = "") -> Group:
+    """Every state of the plan, pending ones too, with its latest wave; `k/n done` in the header; `throttled`:
+    the refresh's read AWS refused for rate (the table is then the last one read)."""
     latest: dict[str, dict[str, Any]] = {}
     for w in waves:  # in time order: the last wave of a state is its latest
         latest[w["state"]] = w
@@ -221,7 +237,10 @@ def live_table(header: str, states: list[str], waves: list[dict[str, Any]], stat
                      "" if w is None else duration(w.get("started_at"), w.get("ended_at"))])
     done = sum(1 for n in names if n in latest and (latest[n]["status"] == "SUCCEEDED" or latest[n].get("replayed")))
     title = Text(f"{header} — {status} — {done}/{len(names)} done — {elapsed:.0f}s", style="bold")
-    return Group(title, _table("", ["state", "iter", "attempt", "status", "job", "duration"], rows, width))
+    table = _table("", ["state", "iter", "attempt", "status", "job", "duration"], rows, width)
+    if throttled:
+        return Group(title, Text(f"{throttled}: showing the last read; reading again", style="yellow"), table)
+    return Group(title, table)
 
 
 def wave_dicts(waves: Iterable[Any], loops_of: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
@@ -253,13 +272,16 @@ def watch_report(fetch: Callable[[], dict[str, Any]], states: list[str], console
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while True:
                 live.update(live_table(header, states, report["waves"], report["status"],
-                                       time.monotonic() - started, console.width))
+                                       time.monotonic() - started, console.width, report.get("throttled", "")))
                 if report["status"] != "RUNNING":
                     return report
                 time.sleep(poll_seconds)
                 report = latest()
     seen: dict[tuple[str, Any, int], str] = {}
     while True:
+        if report.get("throttled"):
+            sys.stdout.write(f"[{time.monotonic() - started:6.1f}s] {report['throttled']}: reading again\n")
+            sys.stdout.flush()
         for w in report["waves"]:
             key = (w["state"], w.get("iteration"), w["attempt"])
             if seen.get(key) != w["status"]:

@@ -25,6 +25,7 @@ from npa_workflow.cli.common import (
     RunAssumeOpt,
     apply_pass_env,
     check_assumption,
+    check_run_id_option,
     parse_vars,
 )
 from npa_workflow.cli.output import print_json, print_problems
@@ -100,6 +101,21 @@ class LineProgress:
         self.seen: dict[tuple[str, int], str] = {}
         self.started_at = time.monotonic()
         self.endpoint_url = ""
+        self.loops_of: dict[str, list[str]] | None = None  # the spec's, once the runtime loaded it
+
+    def spec_loaded(self, loaded: Any) -> None:
+        from npa_workflow.cli.logs import loops_of_spec
+
+        self.loops_of = loops_of_spec(loaded)
+
+    def _label(self, wave: WaveAttempt) -> str:
+        """A wave's counters are those of every loop running when it ran: a state after a loop (`route`, reached by
+        the loop's next) carries the loop's last round. Shown are only those of the loops that enclose it."""
+        key = WaveKey.parse(wave.wave_key, state=wave.state)
+        if self.loops_of is None:
+            return key.label()
+        enclosing = self.loops_of.get(wave.state, [])
+        return WaveKey(key.state, {k: v for k, v in key.loops.items() if k in enclosing}).label()
 
     def started(self, run_id: str, execution_name: str, endpoint_url: str) -> None:
         self.started_at = time.monotonic()
@@ -113,7 +129,7 @@ class LineProgress:
             if self.seen.get(key) != status:
                 self.seen[key] = status
                 job = f" job {w.job_id}" if w.job_id else ""
-                _out(f"[{time.monotonic() - self.started_at:6.1f}s] {_label(w)} attempt {w.attempt}: "
+                _out(f"[{time.monotonic() - self.started_at:6.1f}s] {self._label(w)} attempt {w.attempt}: "
                      f"{status}{job}")
 
     def trigger_waiting(self, mark: Watermark) -> None:
@@ -164,7 +180,8 @@ def run_command(
         list[str] | None,
         typer.Option("--var", help="Override a config key: KEY=VALUE (repeatable; --resume keeps the run's others)"),
     ] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: <workflow>-<time>-<random>)")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", callback=check_run_id_option,
+                                                   help="Run id (default: <workflow>-<time>-<random>)")] = None,
     retries: RetriesOpt = 0,
     retry_interval_seconds: Annotated[
         int, typer.Option("--retry-interval-seconds", min=1, max=86_400,

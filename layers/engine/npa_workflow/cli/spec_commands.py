@@ -10,7 +10,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -29,7 +29,17 @@ from npa_workflow.cli.common import (
     load_or_exit,
     parse_vars,
 )
-from npa_workflow.cli.cost import AssumeMinutesOpt, CostOpt, PricesOpt, parse_minutes, print_cost
+from npa_workflow.cli.cost import (
+    AssumeMinutesOpt,
+    CostOpt,
+    CostStackOpt,
+    MonthlyOpt,
+    PricesOpt,
+    SpecsDirOpt,
+    WatchIntervalOpt,
+    parse_minutes,
+    print_cost,
+)
 from npa_workflow.cli.output import print_json, print_ok, print_plan, print_problems, print_waves, stdout
 from npa_workflow.errors import Problem, SpecError
 
@@ -99,9 +109,14 @@ def plan(
     cost: CostOpt = False,
     assume_minutes: AssumeMinutesOpt = None,
     prices: PricesOpt = None,
+    monthly: MonthlyOpt = False,
+    specs_dir: SpecsDirOpt = None,
+    stack: CostStackOpt = None,
+    watch_interval: WatchIntervalOpt = 1,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:
-    """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost: the cost of a run."""
+    """Show the flat plan (loops unrolled under an assumed decision), or its waves; --cost: the cost of a run
+    (--monthly: and the stack's fixed cost a month)."""
     from npa_workflow.compile.asl import CompileOptions
     from npa_workflow.compute_cost import PricesError, load_prices
     from npa_workflow.cost import estimate_cost
@@ -122,19 +137,26 @@ def plan(
             if waves else None
         )
         estimate = estimate_cost(loaded, assume_minutes=minutes, step_minutes=step_minutes, run_id=run_id,
-                                 prices=compute_prices, options=CompileOptions(max_concurrency_cap=max_concurrency)) \
+                                 prices=compute_prices, options=CompileOptions(max_concurrency_cap=max_concurrency),
+                                 watch_interval_minutes=watch_interval) \
             if cost else None
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
     except ValueError as exc:  # a state named by --assume-minutes that the spec lacks
         raise typer.BadParameter(str(exc), param_hint="--assume-minutes") from None
+    month = _monthly(spec, specs_dir, stack, watch_interval) if estimate is not None and monthly else None
     doc = wave_plan.to_json() if wave_plan is not None else the_plan.to_json()
     if as_json:
-        print_json({**doc, "cost": estimate.to_json()} if estimate is not None else doc)
+        cost_doc = {**estimate.to_json(), **({"monthly": month.to_json()} if month else {})} if estimate else None
+        print_json({**doc, "cost": cost_doc} if cost_doc is not None else doc)
         return
     if estimate is not None:
         print_cost(estimate)  # the cost alone: the plan is what `plan` without --cost prints
+        if month is not None:
+            from npa_workflow.cli.cost import print_monthly
+
+            print_monthly(month, {k: p.text() for k, p in estimate.pricing.prices.items()})
         return
     print_waves(wave_plan) if wave_plan is not None else print_plan(the_plan)
 
@@ -286,3 +308,31 @@ def schema() -> None:
     from npa_workflow.spec.schema import spec_json_schema
 
     stdout.out(json.dumps(spec_json_schema(), indent=2), highlight=False)
+
+
+def _monthly(spec: Path, specs_dir: Path | None, stack: str | None, watch_interval: int) -> Any:
+    """The stack's fixed cost a month, its specs counted from the deployed stack's catalog (--stack), else from
+    the specs folder (--specs, default: the spec's own), by the rule a deploy uses (protocol.stack)."""
+    from npa_workflow.cost import monthly_cost
+
+    if stack:
+        from npa_workflow.cli.cost import stack_spec_count
+        from npa_workflow.cli.stack import _stack_problem
+
+        try:
+            count, source = stack_spec_count(stack, None), f"deployed in stack {stack}"
+        except Exception as exc:
+            problem = _stack_problem(exc, None)
+            if problem is None:
+                raise
+            sys.stderr.write(f"npa-workflow plan: error: --stack: {problem}\n")
+            raise typer.Exit(1) from None
+    else:
+        from npa_workflow.protocol.stack import deployable_spec_files
+
+        folder = specs_dir or spec.parent
+        if not folder.is_dir():
+            raise typer.BadParameter(f"{folder} is not a folder (give the stack's specs folder)",
+                                     param_hint="--specs")
+        count, source = len(deployable_spec_files(folder)), f"the specs in {folder}"
+    return monthly_cost(count, source, watch_interval_minutes=watch_interval)

@@ -139,6 +139,9 @@ def serve_command(
     catalog: Annotated[Path, typer.Option("--catalog", help="Tool catalog; every other spec in its folder is "
                                                            "deployed")] = Path("specs/tools.yaml"),
     pass_env: PassEnvOpt = None,
+    console: Annotated[bool, typer.Option("--console/--no-console", help="Also serve the web console")] = True,
+    console_port: Annotated[int | None, typer.Option("--console-port", min=0, max=65535,
+                                                     help="The console's port (default: a free one)")] = None,
 ) -> None:
     """Run the whole stack on this machine (embedded AWS, inbox, triggers, watch, reap): no AWS account needed."""
     from npa_workflow.local.runtime import LocalRunError
@@ -151,10 +154,13 @@ def serve_command(
     def announce(endpoint: str) -> None:
         sys.stdout.write(f"npa-workflow serve: endpoint {endpoint}\n"
                          f"  try: npa-workflow submit SPEC --endpoint {endpoint} --wait\n")
+        if served.console_url:
+            sys.stdout.write(f"npa-workflow serve: console {served.console_url}\n")
         sys.stdout.flush()
 
+    served = Serve(ServeOptions(catalog=catalog, port=port, console=console, console_port=console_port), announce)
     try:
-        Serve(ServeOptions(catalog=catalog, port=port), announce).serve()
+        served.serve()
     except SpecError as exc:
         print_problems(exc.problems + exc.warnings)
         raise typer.Exit(1) from None
@@ -210,7 +216,39 @@ def as_spec_file_errors(errors: list[dict[str, Any]], spec: str, inline: bool) -
     return out
 
 
-def _with_code(document: dict[str, Any], spec: Path, client: Any) -> dict[str, Any]:
+def _deployed_catalog(client: Any) -> Any:
+    """The tool catalog the inbox validates against (`catalog/tools.yaml` of the stack's bucket, else none)."""
+    from botocore.exceptions import ClientError
+
+    from npa_workflow.engine.inbox import CATALOG_KEY
+    from npa_workflow.spec.catalog import EMPTY_CATALOG, load_catalog_text
+
+    try:
+        body = client.s3.get_object(Bucket=client.bucket, Key=CATALOG_KEY)["Body"].read()
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
+            return EMPTY_CATALOG
+        raise
+    text = body.decode("utf-8", errors="replace")
+    return load_catalog_text(text, f"s3://{client.bucket}/{CATALOG_KEY}") if text.strip() else EMPTY_CATALOG
+
+
+def _refused_before_staging(document: dict[str, Any], spec: str, client: Any, variables: dict[str, str],
+                            allow_unknown_keys: bool) -> list[Problem]:
+    """The spec's problems as the inbox would find them (its catalog, the vars), before any code is staged: a
+    spec it refuses must leave nothing in the bucket."""
+    from npa_workflow.spec.validate import validate_document
+
+    inline = document["spec"] if isinstance(document.get("spec"), dict) else document
+    try:
+        validate_document(inline, file=spec, catalog=_deployed_catalog(client), overrides=variables,
+                          allow_unknown_keys=allow_unknown_keys)
+    except SpecError as exc:
+        return list(exc.problems) + list(exc.warnings)
+    return []
+
+
+def _with_code(document: dict[str, Any], spec: Path, client: Any, allow_outside: bool = False) -> dict[str, Any]:
     """Stage the spec's step code under `code/<digest>/` (once per content) and name it in the run request."""
     from npa_workflow.code_stage import stage_code
     from npa_workflow.render.code import CodeError, code_bundle, code_root
@@ -220,8 +258,14 @@ def _with_code(document: dict[str, Any], spec: Path, client: Any) -> dict[str, A
     workdir = load_catalog_file(catalog_path).workdir if catalog_path else ""
     inline = document["spec"] if isinstance(document.get("spec"), dict) else document  # the spec itself
     spec_workdir = inline.get("workdir") if isinstance(inline.get("workdir"), str) else ""  # else the inbox says
+    root = code_root(spec, workdir, catalog_path, spec_workdir)
+    home = spec.resolve().parent
+    if not allow_outside and not root.is_relative_to(home):
+        source = "the spec's workdir" if spec_workdir else f"the tool catalog's workdir ({catalog_path})"
+        raise _StackProblem(f"{source} {root} is outside the spec's folder {home}: submit would upload it",
+                            "keep the steps' code in the spec's folder, or pass --allow-outside-workdir to ship it")
     try:
-        bundle = code_bundle(code_root(spec, workdir, catalog_path, spec_workdir))
+        bundle = code_bundle(root)
     except CodeError as exc:
         raise _StackProblem(str(exc), "or pass --no-code") from None
     from npa_workflow.engine.inbox import RUN_REQUEST_API
@@ -246,6 +290,8 @@ def submit_command(
                                                                 "catalog's workdir, else the spec's folder) for the "
                                                                 "tasks to mount")]
     = True,
+    allow_outside_workdir: Annotated[bool, typer.Option(
+        "--allow-outside-workdir", help="Ship a workdir outside the spec's folder (default: refused)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Upload a spec (or a run request) to the stack's inbox and print the run id."""
@@ -254,8 +300,9 @@ def submit_command(
     if run_id is not None and (problem := run_id_problem(run_id)):  # the rule `run` and the inbox apply
         _err(f"npa-workflow submit: --run-id: {problem}")
         raise typer.Exit(2)
+    variables = parse_vars(var)
     try:
-        document = _document(spec, parse_vars(var), run_id, allow_unknown_keys)
+        document = _document(spec, variables, run_id, allow_unknown_keys)
     except SpecError as exc:
         print_problems(exc.problems)
         raise typer.Exit(1) from None
@@ -266,7 +313,15 @@ def submit_command(
 
     try:
         if code and Path(spec).is_file():
-            document = _with_code(document, Path(spec), client)
+            if problems := _refused_before_staging(document, spec, client, variables, allow_unknown_keys):
+                if as_json:
+                    print_json({"run_id": None, "key": None, "rejected": True,
+                                "errors": [p.to_json() for p in problems]})
+                _err("npa-workflow submit: refused before staging its code (the inbox would reject it; nothing "
+                     "was uploaded):")
+                print_problems(problems)
+                raise typer.Exit(1)
+            document = _with_code(document, Path(spec), client, allow_outside_workdir)
         inline = document.get("apiVersion") == RUN_REQUEST_API  # else the upload is the spec file as it is
         submitted = client.submit(document, timeout=timeout)
     except Exception as exc:
@@ -322,17 +377,17 @@ def submit_command(
 # ------------------------------------------------------------------------------------------------ status
 def _watch(command: str, run: str, endpoint: str | None, stack: str | None, bucket: str | None,
            region: str | None) -> Any:
-    """The live view of `run`, against a stack: every state of the plan, until the run ends."""
-    from npa_workflow.adapters.s3_store import S3Store
+    """The live view of `run`, against a stack: every state of the plan, until the run ends. Each refresh reads
+    the run's ledger item only, unless it changed (`stack_client.RunFollower`)."""
     from npa_workflow.cli.progress import plan_states, watch_report
-    from npa_workflow.engine.runs import RunStore
 
     def follow(client: Any) -> Any:
+        follower = client.follow(run)
         try:
-            states = plan_states(RunStore(S3Store(client.s3), client.bucket).load(run).loaded)
+            states = plan_states(follower.loaded)
         except Exception:  # noqa: BLE001 - without the frozen spec the view lists the waves seen so far
             states = []
-        return watch_report(lambda: client.report(run), states, Console(soft_wrap=True))
+        return watch_report(follower.refresh, states, Console(soft_wrap=True))
 
     try:
         return _on_stack(command, follow, endpoint, stack, bucket, region)
@@ -357,8 +412,12 @@ def status_command(
         report = _watch("status", run, endpoint, stack, bucket, region)
     else:
         def final_report(client: Any) -> Any:  # --watch --json: the report once the run has ended
-            client.wait(run)
-            return client.report(run)
+            import time
+
+            follower = client.follow(run)
+            while (report := follower.refresh())["status"] == "RUNNING":
+                time.sleep(1.0)
+            return report
 
         try:
             report = with_gpu_waits(_on_stack("status", final_report if watch else lambda client: client.report(run),

@@ -59,11 +59,15 @@ MEMBER_DEADLINE_PATH = "$.deadline"
 # the run. Order matters: Step Functions uses the first retrier whose ErrorEquals matches.
 # Re-invoking launch is safe: it is idempotent by the ledger's launch lock (a second call adopts
 # the recorded attempt and takes the new token; it never submits a second job).
+# The budget is sized for throttling: a 10,000-member Distributed Map's launches queue for the account's
+# unreserved concurrency (protocol/functions.py), so a throttled launch waits up to 2+4+8+16+32 s and then 60 s
+# per attempt, about 26 minutes in all (13 expected under full jitter), and the group is delayed, not failed
+# (docs/deploy.md, "Concurrency", has the arithmetic; its Map keeps ToleratedFailureCount 0 for real failures).
 LAMBDA_SERVICE_ERRORS = errors.LAMBDA_SERVICE_ERRORS
 LAMBDA_RETRY: dict[str, Any] = {
     "ErrorEquals": list(LAMBDA_SERVICE_ERRORS),
     "IntervalSeconds": 2,
-    "MaxAttempts": 6,
+    "MaxAttempts": 30,
     "BackoffRate": 2.0,
     "MaxDelaySeconds": 60,
     "JitterStrategy": "FULL",

@@ -1,17 +1,20 @@
 """cleanup and reap: never leave a job running after a failure, a timeout or an abort.
 
-`cleanup` is the Catch target inside an execution: it cancels every active job of the run by
-exact id, waits until the scheduler confirms they ended, and returns the root cause (the
-first failed wave's recorded error — Step Functions may not carry it: moto drops `cause`).
+`cleanup` is the Catch target inside an execution: it records the root cause (the first failed
+wave's recorded error — Step Functions may not carry it: moto drops `cause`) in the ledger first, then
+cancels every active job of the run by exact id and waits until the scheduler confirms they ended —
+best effort, within its own budget: the scheduler's trouble never becomes the execution's error.
 `reap` does the same for an execution stopped from outside (EventBridge status change).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from npa_workflow.engine import budget
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import RUN_FAILED, WAVE_FAILED, WAVE_TIMED_OUT
 from npa_workflow.engine.ports import Observation, TrackedJob
@@ -19,6 +22,10 @@ from npa_workflow.ledger import ErrorCategory, RunError, RunStatus, WaveAttempt,
 from npa_workflow.protocol import errors
 from npa_workflow.protocol.payloads import CleanupTask
 
+LOG = logging.getLogger(__name__)
+# What cleanup's cancel may take (the cleanup function's timeout is 300 s: this, plus the one SkyPilot exchange in
+# flight when it runs out — connect 5 s + read 30 s — plus the ledger writes, stays well inside it).
+CANCEL_BUDGET_SECONDS = 120.0
 # AWS names a missed heartbeat States.HeartbeatTimeout; moto and LocalStack say States.Timeout for both.
 TIMEOUT_ERRORS = errors.TIMEOUTS
 # A Distributed Map whose member failed fails as a whole with this (tolerated failures: 0). A member that
@@ -145,6 +152,17 @@ def left_running_text(job_ids: list[str]) -> str:
     return f"job(s) still running (--no-cancel-on-timeout): {', '.join(job_ids)}; stop with {commands}"
 
 
+def _member_failure(cause: str) -> tuple[str, str] | None:
+    """The failed child's (error, cause) a Map's `States.ExceedToleratedFailureThreshold` cause carries, as the twin
+    writes it (`… (item N: ERROR: CAUSE)`, local/moto_fixes.py); None when it names none (AWS's own cause)."""
+    head, found, detail = cause.partition(" (item ")
+    if not found or not detail.endswith(")"):
+        return None
+    _, _, rest = detail[:-1].partition(": ")
+    error, _, text = rest.partition(": ")
+    return (error.strip(), _readable_cause(text.strip())) if error.strip() else None
+
+
 def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member_of_map: bool) -> str:
     """Which state ran past which deadline, and how to raise it."""
     timeout, heartbeat = deadline.get("timeoutSeconds"), deadline.get("heartbeatSeconds")
@@ -153,58 +171,68 @@ def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member
         return (f"{who} sent no heartbeat for {heartbeat or '?'} s (States.HeartbeatTimeout): the watch function "
                 "did not see its job alive — check the watch schedule and the watch function's logs")
     limit = f" of {timeout} s" if timeout else ""
+    if member_of_map and error_name == MAP_THRESHOLD:  # AWS's cause names no member: say what is known, no more
+        return (f"{who} ended its child execution without recording a wave failure ({error_name}), as a member "
+                f"past its deadline{limit} does: its own error is in the group's Map Run (failed child executions); "
+                "if it timed out, raise `timeoutSeconds` on the state, or `--max-wait-seconds` for the run")
     return (f"{who} timed out: it ran past its deadline{limit} ({error_name}); raise it with `timeoutSeconds` "
             "on the state, or `--max-wait-seconds` for the run")
 
 
+def _best_effort_cancel(engine: Engine, run_id: str, reason: str) -> tuple[list[str], str]:
+    """`cancel_active` within `CANCEL_BUDGET_SECONDS`, never raising: (job ids cancelled, '' or what went wrong).
+    A cancel that could not be carried out (the scheduler unreachable, the budget spent) leaves the attempts
+    active: the watch follows their jobs, and reap (the execution's end event) and the watch's lost-reap check
+    cancel them later by exact id. The run's end is the root cause, never the scheduler's trouble."""
+    try:
+        with budget.within(CANCEL_BUDGET_SECONDS):
+            return cancel_active(engine, run_id, reason), ""
+    except Exception as exc:  # noqa: BLE001 - the scheduler's (or network's) trouble must not become the run's error
+        LOG.warning("cleanup: cancelling the jobs of run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+        return [], (f"cancelling its job(s) did not complete ({type(exc).__name__}: {exc}); the watch and reap "
+                    "cancel them by exact id once the scheduler answers")
+
+
 def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, str]:
     """The Catch target. Returns the `{"error", "cause"}` that `run.failed` fails the execution with; the
-    error is always a project name (`Wave.*`, `Decision.*`, …), never a `States.*` one."""
+    error is always a project name (`Wave.*`, `Decision.*`, …), never a `States.*` one.
+
+    The root cause is recorded in the ledger first; cancelling the run's jobs comes after, best effort within its
+    own budget (`_best_effort_cancel`): a scheduler that is down never turns the run's end into its error."""
     task = CleanupTask.of(task)
     run_id, owner = task.run_id, task.state
     cancelled_text = cancel_reason(engine, run_id)
     if cancelled_text is not None:
         # A cancelled run's Task fails with whatever ended its wait (the failed token, or its heartbeat/timeout
         # expiring: States.Timeout): that is not the run's story. It was cancelled; say so, once.
-        reap(engine, run_id, cancelled_text)
+        run = engine.ledger.get_run(run_id)
+        if run is not None and run.status == RunStatus.RUNNING:
+            engine.ledger.update_run_status(run_id, RunStatus.ABORTED, RunError(state=None, message=cancelled_text))
+        _best_effort_cancel(engine, run_id, cancelled_text)
         return {"error": errors.RUN_CANCELLED, "cause": cancelled_text}
     run = engine.ledger.get_run(run_id)
     if run is not None and run.status == RunStatus.ABORTED:
         # Stopped, and reaped already (AWS runs no Catch after StopExecution; moto does): keep the recorded end.
-        cancel_active(engine, run_id, run.error.message if run.error else "the execution was stopped")
+        _best_effort_cancel(engine, run_id, run.error.message if run.error else "the execution was stopped")
         return {"error": errors.RUN_INTERRUPTED, "cause": run.error.message if run.error else "stopped"}
     error = task.error
     error_name = str(error.get("Error") or errors.STATES_RUNTIME)
     cause = _readable_cause(str(error.get("Cause") or ""))
     root = _root_cause(engine, run_id)
-    member_timeout = error_name == MAP_THRESHOLD and root is None
+    member = _member_failure(cause) if error_name == MAP_THRESHOLD and root is None else None
+    # A member that failed without a wave failure in the ledger: a timeout only when its own error says so (or,
+    # as AWS's cause names no member, when nothing says otherwise); any other error is reported as itself.
+    member_timeout = error_name == MAP_THRESHOLD and root is None and (member is None or member[0] in TIMEOUT_ERRORS)
     timed_out = error_name in TIMEOUT_ERRORS or member_timeout
-    left: list[str] = []
-    cancelled: list[str] = []
-    open_before: list[Any] = []
-    if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
-        reason = f"state '{owner}' timed out; {errors.JOB_LEFT_RUNNING}"
-        left = leave_running(engine, run_id, reason)
-    else:
-        reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
-        open_before = engine.ledger.open_attempts(run_id) if timed_out else []
-        cancelled = cancel_active(engine, run_id, reason)
-    finished = _succeeded_meanwhile(engine, open_before) if timed_out and not left else []
-    if timed_out and finished:
-        # The job did its work within its deadline; what ran out was the wait for someone to say so. Blaming the
-        # watch schedule or the deadline would send the user to the wrong place.
-        text = (f"state '{owner}': its job {', '.join(finished)} exited 0, but the Task's wait ended ({error_name}) "
-                "before its end was reported (locally: the runtime was paused or starved; in the cloud: the watch "
-                "function's logs say why it did not report); the wave is recorded SUCCEEDED: resume the run to go on "
-                "from it")
-        jobs = f"cancelled job(s): {', '.join(cancelled) or 'none'}"
-        state, message, name = owner, f"{text}; {jobs}", WAVE_TIMED_OUT
-    elif timed_out:
-        text = _deadline_text(owner, error_name, task.deadline, member_timeout)
-        jobs = left_running_text(left) if left else f"cancelled job(s): {', '.join(cancelled) or 'none'}"
-        state, message, name = owner, f"{text}; {jobs}", WAVE_TIMED_OUT
+    if timed_out:
+        text = _deadline_text(owner, member[0] if member else error_name, task.deadline, member_timeout)
+        state, message, name = owner, text + _outage_text(engine), WAVE_TIMED_OUT
     elif root is not None:
         (state, message), name = root, (error_name if not error_name.startswith("States.") else WAVE_FAILED)
+    elif member is not None:
+        member_error, member_cause = member
+        state, name = owner, WAVE_FAILED
+        message = f"a member of group '{owner}' failed: {member_error}" + (f": {member_cause}" if member_cause else "")
     else:
         state, message = owner, cause or f"state '{owner}' failed with {error_name}"
         name = RUN_FAILED if error_name.startswith("States.") else error_name
@@ -215,7 +243,27 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
         # `npa-workflow cancel` was recorded while this cleanup ran (after its first look): the run was ended by
         # the cancel, whatever its Task failed with. ABORTED, as every other interleaving records it.
         engine.ledger.update_run_status(run_id, RunStatus.ABORTED, RunError(state=None, message=cancelled_text))
+        _best_effort_cancel(engine, run_id, cancelled_text)
         return {"error": errors.RUN_CANCELLED, "cause": cancelled_text}
+    if timed_out and not engine.runs.options(run_id).cancel_on_timeout:
+        left = leave_running(engine, run_id, f"state '{owner}' timed out; {errors.JOB_LEFT_RUNNING}")
+        jobs, trouble = (left_running_text(left) if left else "no job was running"), ""
+    else:
+        reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
+        open_before = engine.ledger.open_attempts(run_id) if timed_out else []
+        cancelled, trouble = _best_effort_cancel(engine, run_id, reason)
+        jobs = f"cancelled job(s): {', '.join(cancelled) or 'none'}"
+        finished = _succeeded_meanwhile(engine, open_before)
+        if finished:
+            # The job did its work within its deadline; what ran out was the wait for someone to say so. Blaming
+            # the watch schedule or the deadline would send the user to the wrong place.
+            message = (f"state '{owner}': its job {', '.join(finished)} exited 0, but the Task's wait ended "
+                       f"({error_name}) before its end was reported (locally: the runtime was paused or starved; in "
+                       "the cloud: the watch function's logs say why it did not report); the wave is recorded "
+                       "SUCCEEDED: resume the run to go on from it")
+    if timed_out or trouble:
+        message = "; ".join(part for part in (message, jobs if timed_out else "", trouble) if part)
+        engine.ledger.update_run_status(run_id, RunStatus.FAILED, RunError(state=state, message=message))
     return {"error": name, "cause": message}
 
 
@@ -227,6 +275,20 @@ def _succeeded_meanwhile(engine: Engine, attempts: list[Any]) -> list[str]:
         if now is not None and now.status == WaveStatus.SUCCEEDED and now.job_id:
             done.append(now.job_id)
     return done
+
+
+def _outage_text(engine: Engine) -> str:
+    """A state that timed out while the watch could not reach the scheduler: say since when (the ledger's outage
+    record, written by the watch pass) — the job itself may have been healthy."""
+    try:
+        outage = engine.ledger.scheduler_outage()
+    except Exception:  # noqa: BLE001 - only the wording is lost
+        return ""
+    if outage is None:
+        return ""
+    since, last_error = outage
+    return (f"; the SkyPilot API server was unreachable since {since} (last: {last_error[:200]}), so the watch "
+            "could not follow the job")
 
 
 def cancel_reason(engine: Engine, run_id: str) -> str | None:

@@ -73,7 +73,16 @@ def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, An
 
 
 def _revoke_success(engine: Engine, visit: Visit, message: str, category: ErrorCategory) -> None:
-    """The deciding state's wave did not really succeed: its latest attempt, if SUCCEEDED, becomes FAILED."""
+    """The deciding state's wave did not really succeed: its latest attempt ends FAILED, whichever of this and the
+    watch's finish lands first. The watch completes the task token before it writes the attempt's end, so the
+    execution can reach this decide while the attempt still reads RUNNING: then it is ended FAILED here (the job
+    has exited: its token was completed), and the watch's conditional finish, arriving after, changes nothing."""
     latest = engine.ledger.latest_attempt(visit.run_id, visit.wave_key)
-    if latest is not None and latest.status == WaveStatus.SUCCEEDED:
+    if latest is None:
+        return
+    if latest.status == WaveStatus.SUCCEEDED:
+        engine.ledger.revoke_success(visit.run_id, visit.wave_key, latest.attempt, message, category)
+    elif not latest.terminal and not engine.ledger.finish_attempt(
+            visit.run_id, visit.wave_key, latest.attempt, WaveStatus.FAILED, message, category):
+        # the watch's finish landed between the read and this write: it can only have been a success
         engine.ledger.revoke_success(visit.run_id, visit.wave_key, latest.attempt, message, category)

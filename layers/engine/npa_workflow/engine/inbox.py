@@ -74,6 +74,7 @@ from npa_workflow.engine.wiring import WiringError
 from npa_workflow.errors import Problem, SpecError
 from npa_workflow.protocol import environment as env_names
 from npa_workflow.protocol import functions
+from npa_workflow.protocol.definitions import masked
 from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
 from npa_workflow.spec.loader import DEFAULT_LIMITS, Limits, load_yaml_bytes
@@ -248,6 +249,7 @@ def handle_object(
     try:
         prepared = _prepare(engine, uri, body)
         options = _options(prepared)
+        _check_secrets(prepared)
         if "max_wait_seconds" not in options.model_fields_set:  # the stack's deadline, unless the request sets one
             options = options.model_copy(update={"max_wait_seconds": settings.max_wait_seconds})
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
@@ -367,6 +369,23 @@ def _under_spec(problem: Problem) -> Problem:
     return Problem(path, problem.message, problem.hint, problem.severity, problem.file)
 
 
+def _check_secrets(prepared: _Prepared) -> None:
+    """Every step secret the plan needs is where its jobs will get it, before the execution starts
+    (engine.preflight): a missing one is a rejection naming it, not a failure after the steps before it ran."""
+    from npa_workflow.engine.preflight import secret_problems
+    from npa_workflow.engine.wiring import step_secret_presence
+
+    source = step_secret_presence()
+    if source is None:
+        return
+    present, where, fix = source
+    problems = secret_problems(prepared.loaded, present, where=where, fix=fix)
+    inline = prepared.request is not None and isinstance(prepared.request.spec, dict)
+    if problems:
+        raise Rejected([_under_spec(p) if inline else Problem(p.path, p.message, p.hint, file=prepared.loaded.file)
+                        for p in problems])
+
+
 def _options(prepared: _Prepared) -> RunRequestOptions:
     options = prepared.request.options if prepared.request else RunRequestOptions()
     spec = prepared.loaded.spec
@@ -422,24 +441,13 @@ def _check_run_id_free(engine: Engine, run_id: str, prepared: _Prepared, uri: st
 
 
 # ------------------------------------------------------------------------------------------------ machines
-def _masked(node: Any) -> Any:
-    """A definition with every `FunctionName` masked: deployed machines carry ARNs where the compile has
-    placeholders; the functions are the stack's either way."""
-    if isinstance(node, dict):
-        return {k: "<function>" if k == "FunctionName" and isinstance(v, str) else _masked(v)
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_masked(v) for v in node]
-    return node
-
-
 def _choose_machine(executions: Executions, settings: InboxSettings, loaded: LoadedSpec,
                     compiled: CompiledMachine) -> tuple[str, str]:
     name = loaded.spec.name
     deployed_arn = settings.state_machines.get(name)
     if deployed_arn:
         deployed = executions.definition(deployed_arn)
-        if deployed is not None and _masked(deployed) == _masked(compiled.definition):
+        if deployed is not None and masked(deployed) == masked(compiled.definition):
             return deployed_arn, "deployed"
     if not settings.allow_ad_hoc:
         if deployed_arn:

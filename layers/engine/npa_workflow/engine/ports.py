@@ -42,6 +42,7 @@ class JobRequest:
     env: Mapping[str, str]  # engine variables for the job (run id, state, attempt, AWS endpoint locally)
     secret_names: tuple[str, ...] = ()
     workdir: Path | None = None  # local jobs run here (the spec's folder)
+    code_uri: str = ""  # the run's staged code (render.code): a local job starts in a checkout of it, as a task does
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,22 @@ class Observation:
     ended_at: str | None = None
 
 
+class SchedulerUnreachable(Exception):
+    """`observe` could not reach the scheduler (connection refused, timeouts, HTTP 503 past the retries, or this
+    invocation's budget spent). `observations` holds what was read before, and every other job as "pending":
+    an outage says nothing about the jobs, so the watch fails none of them for it (their own deadlines do)."""
+
+    def __init__(self, message: str, observations: dict[str, Observation]) -> None:
+        super().__init__(message)
+        self.observations = observations
+
+
 class JobExecutor(Protocol):
     def submit(self, job: JobRequest) -> Submission: ...
 
     def observe(self, jobs: list[TrackedJob]) -> dict[str, Observation]:
-        """One call for many jobs, keyed by `TrackedJob.key`."""
+        """One call for many jobs, keyed by `TrackedJob.key`; raises `SchedulerUnreachable` (with what it read)
+        when the scheduler cannot be reached."""
         ...
 
     def find_by_name(self, name: str) -> list[str]: ...
@@ -153,6 +165,8 @@ class Ledger(Protocol):
     def update_run_status(self, run_id: str, status: RunStatus | str, error: RunError | None = None, *,
                           execution_arn: str | None = None) -> RunRecord: ...
 
+    def note_changes(self) -> int: ...
+
     def request_cancel(self, run_id: str, note: str = "") -> str: ...
 
     def cancel_requested(self, run_id: str) -> str | None: ...
@@ -194,6 +208,16 @@ class Ledger(Protocol):
                         at: str | None = None) -> None: ...
 
     def active_waves(self, limit: int | None = None) -> list[WaveAttempt]: ...
+
+    def take_watch_lease(self, holder: str, seconds: float) -> bool: ...
+
+    def release_watch_lease(self, holder: str) -> None: ...
+
+    def record_scheduler_outage(self, message: str) -> str: ...
+
+    def scheduler_outage(self) -> tuple[str, str] | None: ...
+
+    def clear_scheduler_outage(self) -> None: ...
 
     def record_decision(self, run_id: str, state: str, loops_key: str = "", *, uri: str, raw: str | None = None,
                         decision: str | None = None, source: Any = "artifact", error: str | None = None,

@@ -4,7 +4,8 @@
 
 1. freezes the run under `runs/<run-id>/` (spec text, catalog text, vars, options: `RunStore.freeze`) and writes
    the member list of every group compiled to a Distributed Map (`RunStore.put_group_members`);
-2. records the RUN item (`DynamoLedger.put_run`, conditional: an existing run is never overwritten);
+2. records the RUN item (`DynamoLedger.put_run`, conditional: an existing run is never overwritten) with the digest
+   of the definition it starts on (`protocol.definitions`), which pins a later resume to that definition;
 3. calls StartExecution named `execution_name` (default: the run id) with `execution_input(...)`, and records the
    execution's ARN on the RUN item.
 
@@ -30,6 +31,7 @@ from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import ExecutionAlreadyExists, Executions
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.ledger import RunRecord, RunStatus
+from npa_workflow.protocol.definitions import definition_digest
 from npa_workflow.protocol.run_ids import check_run_id
 from npa_workflow.spec.validate import LoadedSpec
 
@@ -101,6 +103,7 @@ def start_run(
             workflow=loaded.spec.name,
             spec_uri=engine.runs.uri(run_id, "spec.yaml"),
             options=dict(record_options) if record_options is not None else options.to_json(),
+            definition_digest=definition_digest(compiled.definition),
         ))
         if not run_created:  # a concurrent delivery of the same object won the conditional write
             existing = engine.ledger.get_run(run_id)

@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
@@ -200,3 +200,27 @@ class LazyExecutor:
 
     def confirm_cancelled(self, job_ids: list[str], timeout_seconds: float) -> bool:
         return self._get().confirm_cancelled(job_ids, timeout_seconds)
+
+
+def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str] | None:
+    """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix),
+    or None when nothing here can tell (a SkyPilot stack without a step-secrets secret). Locally (`serve`) the
+    jobs inherit this process's environment; on a stack they get the step-secrets JSON secret's keys."""
+    from npa_workflow.engine.preflight import environment_presence, local_fix
+
+    env = os.environ if env is None else env
+    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    if kind == "local":
+        return environment_presence(dict(env)), "the environment of npa-workflow serve", local_fix("serve")
+    arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    if not arn:
+        return None
+    from npa_workflow.adapters.aws_clients import AwsClients
+    from npa_workflow.adapters.secrets import SecretsManagerSecrets
+
+    endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
+    region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or (DEFAULT_REGION if endpoint else None)
+    clients = AwsClients(endpoint_url=endpoint, region=region, pool_size=1)
+    source = SecretsManagerSecrets(arn, clients.client("secretsmanager", pooled=False))
+    return (source.presence, f"the step-secrets secret {arn}",
+            "add the key to that JSON secret (aws secretsmanager put-secret-value), then submit again")

@@ -53,10 +53,14 @@ from npa_workflow.ledger.items import (
     wave_sk,
 )
 
+STACK_PK = "STACK"
+WATCH_LEASE_SK = "WATCH#lease"
+OUTAGE_SK = "SCHEDULER#outage"
 ACTIVE_INDEX = "active"
 RUNS_INDEX = "runs"
 TTL_ATTRIBUTE = "expires_at"
 _DECISION_SEQ_TRIES = 10
+_CHANGED_RUNS_MAX = 10_000
 _NOT_TERMINAL = "NOT #status IN (:t1, :t2, :t3)"
 _TERMINAL_VALUES = {f":t{i}": {"S": s.value} for i, s in enumerate(sorted(TERMINAL_WAVE), start=1)}
 
@@ -91,6 +95,9 @@ class DynamoLedger:
         self._client = client
         self.retention_days = retention_days
         self.page_size = page_size
+        # Runs whose waves this ledger wrote since the last `note_changes` (a set's add is atomic: the watch
+        # pass's threads share it).
+        self._changed_runs: set[str] = set()
 
     def __repr__(self) -> str:
         return f"DynamoLedger(table_name={self.table_name!r})"
@@ -158,8 +165,8 @@ class DynamoLedger:
     def _key(self, run_id: str, sk: str) -> dict[str, Any]:
         return {"pk": {"S": run_pk(run_id)}, "sk": {"S": sk}}
 
-    def _get(self, run_id: str, sk: str) -> dict[str, Any] | None:
-        resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=True)
+    def _get(self, run_id: str, sk: str, consistent: bool = True) -> dict[str, Any] | None:
+        resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=consistent)
         return resp.get("Item")
 
     def _query(self, limit: int | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -221,8 +228,10 @@ class DynamoLedger:
             raise
         return True
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        item = self._get(run_id, "RUN")
+    def get_run(self, run_id: str, *, consistent: bool = True) -> RunRecord | None:
+        """The RUN item; `consistent=False`: an eventually consistent read (half the read units: a watcher's poll,
+        which sees a newer item at its next poll)."""
+        item = self._get(run_id, "RUN", consistent)
         return RunRecord.from_item(item) if item else None
 
     def update_run_status(
@@ -256,7 +265,10 @@ class DynamoLedger:
         if execution_arn:
             sets.append("execution_arn = :arn")
             values[":arn"] = {"S": execution_arn}
-        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        values[":one"] = {"N": "1"}
+        # The same write moves the run's change counter: a watcher that polls this item sees the new status.
+        expression = ("SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+                      + " ADD changes :one")
         names = {"#status": "status"}
         if "#error" in expression:
             names["#error"] = "error"
@@ -269,6 +281,30 @@ class DynamoLedger:
                 raise LedgerNotFound(f"no run {run_id!r} in ledger {self.table_name}") from None
             raise
         return RunRecord.from_item(item)
+
+    def note_changes(self) -> int:
+        """Move the change counter (`changes`) of every run whose waves this ledger wrote since the last call:
+        one UpdateItem per run, however many of its waves changed. The watch pass calls it once at its end, so a
+        watcher (`stack_client.RunFollower`) polls the RUN item alone and reads the waves when it moved; the wave
+        writes themselves stay one write each (a counter on the RUN item in the same request would need a
+        transaction: twice the write units on every wave write). Returns how many runs it noted."""
+        noted = 0
+        while self._changed_runs:
+            run_id = self._changed_runs.pop()
+            try:
+                self.client.update_item(TableName=self.table_name, Key=self._key(run_id, "RUN"),
+                                        UpdateExpression="ADD changes :one", ConditionExpression="attribute_exists(pk)",
+                                        ExpressionAttributeValues={":one": {"N": "1"}})
+                noted += 1
+            except ClientError as exc:
+                if not _conditional_failed(exc):  # no such run: nothing watches it
+                    self._changed_runs.add(run_id)  # throttled, say: the next pass notes it
+                    raise
+        return noted
+
+    def _changed(self, run_id: str) -> None:
+        if len(self._changed_runs) < _CHANGED_RUNS_MAX:  # a launch Lambda never notes: its set stays bounded
+            self._changed_runs.add(run_id)
 
     def request_cancel(self, run_id: str, note: str = "") -> str:
         """Record, before anything is signalled, that the run is to be cancelled (item sk `CANCEL`); returns
@@ -365,6 +401,7 @@ class DynamoLedger:
             raise AttemptExists(
                 f"attempt {attempt} of wave {wave_key!r} of run {run_id!r} already exists", existing
             ) from None
+        self._changed(run_id)
         return wave
 
     def get_attempt(self, run_id: str, wave_key: str, attempt: int) -> WaveAttempt | None:
@@ -507,6 +544,7 @@ class DynamoLedger:
                 condition,
                 ExpressionAttributeNames={"#status": "status"},
             )
+            self._changed(run_id)
             return WaveAttempt.from_item(item)
         except ClientError as exc:
             current = self._missing_or(exc, run_id, wave_key, attempt)
@@ -587,6 +625,7 @@ class DynamoLedger:
         except ClientError as exc:
             self._missing_or(exc, run_id, wave_key, attempt)
             return False
+        self._changed(run_id)
         return True
 
     def finish_attempt(
@@ -657,6 +696,7 @@ class DynamoLedger:
         except ClientError as exc:
             self._missing_or(exc, run_id, wave_key, attempt)
             return False
+        self._changed(run_id)
         return True
 
     def revoke_success(
@@ -689,6 +729,7 @@ class DynamoLedger:
         except ClientError as exc:
             self._missing_or(exc, run_id, wave_key, attempt)
             return False
+        self._changed(run_id)
         return True
 
     def append_timeline(
@@ -705,6 +746,8 @@ class DynamoLedger:
             )
         except ClientError as exc:
             self._missing_or(exc, run_id, wave_key, attempt)
+            return
+        self._changed(run_id)
 
     def active_waves(self, limit: int | None = None, fields: Iterable[str] | None = None) -> list[WaveAttempt]:
         """Every non-terminal wave attempt of every run: one Query on the sparse `active` index.
@@ -726,6 +769,67 @@ class DynamoLedger:
             **extra,
         )
         return [WaveAttempt.from_item(i) for i in items]
+
+    # ------------------------------------------------------------------------------------------ the watch's own
+
+    # Items about the stack rather than a run, under pk `STACK` (a run's pk is `RUN#…`: no run id reaches it).
+    def _stack_key(self, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": STACK_PK}, "sk": {"S": sk}}
+
+    def take_watch_lease(self, holder: str, seconds: float) -> bool:
+        """One watch tick at a time: True when `holder` now holds the lease for `seconds` (nobody held it, or
+        the holder's lease ran out: a tick killed at its timeout frees it by its own expiry). A conditional
+        PutItem, so of two ticks racing exactly one wins; the other leaves the pass to it."""
+        now = time.time()
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item={**self._stack_key(WATCH_LEASE_SK), "holder": {"S": holder},
+                      "lease_until": {"N": f"{now + max(0.0, seconds):.3f}"}},
+                ConditionExpression="attribute_not_exists(pk) OR lease_until < :now",
+                ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}},
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+        return True
+
+    def release_watch_lease(self, holder: str) -> None:
+        """End `holder`'s lease now (an UpdateItem, conditional on still holding it: a later tick's is kept)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name, Key=self._stack_key(WATCH_LEASE_SK),
+                UpdateExpression="SET lease_until = :zero", ConditionExpression="holder = :holder",
+                ExpressionAttributeValues={":zero": {"N": "0"}, ":holder": {"S": holder}},
+            )
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+
+    def record_scheduler_outage(self, message: str) -> str:
+        """The watch could not reach the scheduler: keep when that began (the first failure of this outage) and
+        the latest reason; returns since when. Cleanup names it in a timed-out state's error."""
+        item = self.client.update_item(
+            TableName=self.table_name, Key=self._stack_key(OUTAGE_SK),
+            UpdateExpression="SET since = if_not_exists(since, :now), last_error = :message, last_at = :now",
+            ExpressionAttributeValues={":now": {"S": utc_now()}, ":message": {"S": message[:500]}},
+            ReturnValues="ALL_NEW",
+        )["Attributes"]
+        return str(item["since"]["S"])
+
+    def scheduler_outage(self) -> tuple[str, str] | None:
+        """(since, last error) of the scheduler outage in progress, or None."""
+        item = self.client.get_item(TableName=self.table_name, Key=self._stack_key(OUTAGE_SK),
+                                    ConsistentRead=True).get("Item")
+        if not item or "since" not in item:
+            return None
+        return str(item["since"]["S"]), str(item.get("last_error", {}).get("S", ""))
+
+    def clear_scheduler_outage(self) -> None:
+        """The scheduler answered again (an UpdateItem: the functions' roles hold no DeleteItem)."""
+        self.client.update_item(TableName=self.table_name, Key=self._stack_key(OUTAGE_SK),
+                                UpdateExpression="REMOVE since, last_error, last_at")
 
     # ------------------------------------------------------------------------------------------ decisions
 

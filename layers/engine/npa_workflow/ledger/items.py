@@ -199,7 +199,11 @@ class RunRecord(_Item):
     Fields: run_id, workflow, status (RUNNING/SUCCEEDED/FAILED/ABORTED/TIMED_OUT), execution_arn (the
     latest execution of this run id), spec_uri (the frozen spec), started_at, ended_at (set when the status
     becomes terminal, cleared when a resumed run goes back to RUNNING), error {state, message}, options
-    (the run request's options, a small dict; never secrets).
+    (the run request's options, a small dict; never secrets), definition_digest (the definition the run started
+    on, `protocol.definitions`: a resume refuses a machine a deploy has changed since; None for runs recorded
+    before it was kept), changes (a counter that grows when the run's
+    status changes and, once per watch pass, when the pass wrote to the run's waves: `DynamoLedger.note_changes`;
+    a watcher polls this one item and reads the waves only when it moved).
     """
 
     run_id: str
@@ -211,6 +215,8 @@ class RunRecord(_Item):
     ended_at: str | None = None
     error: RunError | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    definition_digest: str | None = None
+    changes: int = 0
 
     def key(self) -> dict[str, str]:
         return {"pk": run_pk(self.run_id), "sk": "RUN"}

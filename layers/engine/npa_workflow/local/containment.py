@@ -12,6 +12,9 @@ holding a job's whole process tree, chosen once per executor:
   descendants. Members are the processes whose `/proc/<pid>/environ` carries the marker, plus the job's
   process group. A process that rewrites its own environment escapes this mode (not the cgroup one).
 
+The cgroup mode looks for the marker too: a root step may write its pid into another cgroup's `cgroup.procs`
+and leave the job's cgroup, but it keeps its environment. Only a step that does both escapes.
+
 `NPA_WORKFLOW_CGROUPS=off` forces the marker mode (tests pin both modes on machines that allow cgroups).
 """
 
@@ -157,11 +160,12 @@ def _group(pgid: int) -> set[int]:
 
 
 def members(job_id: str, cgroup: str | None, pgid: int | None) -> set[int]:
-    """Live processes of the job. With a cgroup its member list is the whole answer."""
+    """Live processes of the job. With a cgroup: its members, and any process carrying the job's marker (root may
+    move a process into another cgroup; it keeps its environment)."""
     if cgroup:
         found = _cgroup_members(Path(cgroup))
         if found is not None:
-            return {p for p in found if _live(p)}
+            return {p for p in found | _marked(job_id) if _live(p)}
     pids = _marked(job_id)
     if pgid:
         pids |= _group(pgid)

@@ -106,6 +106,7 @@ class DurableAws:
         self._closed = False
         self.item_writes = 0  # grows with every DynamoDB write recorded: a reader knows when to look again
         self._item_listeners: list[Callable[[str, dict[str, Any], dict[str, Any] | None], None]] = []
+        self._object_listeners: list[Callable[[str, str, str, int], None]] = []
 
     def close(self) -> None:
         with self._lock:
@@ -148,6 +149,28 @@ class DurableAws:
         finally:
             with self._lock:
                 self._item_listeners.remove(listener)
+
+    @contextlib.contextmanager
+    def object_written(self, listener: Callable[[str, str, str, int], None]) -> Iterator[None]:
+        """While active, `listener(bucket, key, etag, size)` hears of every object stored (a PUT, a copy, a completed
+        multipart upload) once it is recorded, on the writing thread, before moto answers: the stack's S3 event
+        source without listing buckets. Quick, and no call to the stack (it runs inside the writers' lock)."""
+        with self._lock:
+            self._object_listeners.append(listener)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._object_listeners.remove(listener)
+
+    def object_stored(self, bucket: str, key: str, etag: str, size: int) -> None:
+        with self._lock:
+            listeners = list(self._object_listeners)
+        for listener in listeners:
+            try:
+                listener(bucket, key, etag, size)
+            except Exception as exc:  # noqa: BLE001 - a listener's trouble must not fail the write it heard of
+                LOG.warning("durable AWS: an object listener failed: %s", type(exc).__name__)
 
     def items(self, table: str) -> list[tuple[str, str]]:
         """Every recorded item of `table` as (key JSON, item JSON), both DynamoDB JSON with sorted keys: what
@@ -354,6 +377,7 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
                 result = original(self, bucket_name, key_name, value, *args, **kwargs)
                 if state is not None and state._recording():
                     state.record_object(bucket_name, key_name, result.value)
+                    state.object_stored(bucket_name, key_name, str(result.etag), int(result.size))
                 return result
         return hooked
 

@@ -1,9 +1,10 @@
 """`LocalJobExecutor`: the engine's `JobExecutor` port over `LocalExecutor` (real subprocess jobs).
 
 A wave's job is its step's command (`argv`, or `bash -c <shell>`) run in the request's workdir (the spec's
-folder) with a clean environment (`local.job_environment`: an allow-list of this process's variables
-and `--pass-env` names), the request's environment laid over it, plus each named secret taken from this
-process's environment. Outcomes map one to one from the executor's statuses; a job the executor has no
+folder; for a run that staged its code, a checkout of that code: `local.code_checkout`) with a clean environment
+(`local.job_environment`: an allow-list of this process's variables and `--pass-env` names), the request's
+environment laid over it, plus each named secret taken from this process's environment.
+Outcomes map one to one from the executor's statuses; a job the executor has no
 record of is `lost`, and a job whose process vanished without an exit code (killed, machine restarted)
 is `infrastructure_failed`, the local stand-in for a preempted cloud job.
 
@@ -12,10 +13,15 @@ that was started is that wave's job, whatever state the ledger lost; only a name
 (authoritative absence: its record says it never ran) is launched. A failure message's log tail is
 redacted of the job's secret values (`npa_workflow.redact`) before it leaves the executor.
 
-GPUs: the step's `accelerators` count (`local.accelerators`) is what the job gets to itself on a machine
-with GPUs (it waits `pending` until they are free; more than the machine has is a configuration error).
-On a machine without GPUs the count is not enforced, and the run says so once (stderr), the first time one
-of its steps asks for accelerators.
+GPUs: the step's `accelerators` count (`local.accelerators`) is what each of its nodes gets to itself on a
+machine with GPUs (the job waits `pending` until they are free; more than the machine has, for one node, is a
+configuration error). On a machine without GPUs the count is not enforced, and the run says so once (stderr),
+the first time one of its steps asks for accelerators.
+
+Nodes: a step with `num_nodes: N > 1` is one job whose command is `local.gang` running N processes of the
+step's command, gang-started and gang-ended, each with SkyPilot's node variables (`SKYPILOT_NODE_RANK`, ...;
+a single-node job gets them too, rank 0 of 1, as on SkyPilot). The job holds N times the per-node count of
+devices where the machine has that many, else the per-node count, which its nodes then share.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pathlib import Path
 
 from npa_workflow import redact
 from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
+from npa_workflow.local import gang
 from npa_workflow.local.accelerators import requested_gpus
 from npa_workflow.local.executor import (
     CANCELLED,
@@ -80,14 +87,16 @@ class LocalJobExecutor:
         command = job.step.command
         if not command:
             raise SubmitError(f"state {job.step.state!r} has no command to run", "configuration")
-        if job.workdir is not None and not Path(job.workdir).is_dir():
-            raise SubmitError(f"working directory {job.workdir} does not exist", "configuration")
+        workdir = self._code_folder(job) if job.code_uri else job.workdir
+        if workdir is not None and not Path(workdir).is_dir():
+            raise SubmitError(f"working directory {workdir} does not exist", "configuration")
         env = {str(k): str(v) for k, v in job.env.items()}
         missing = [name for name in job.secret_names if not os.environ.get(name)]
         if missing:
             raise SubmitError(
                 f"secret(s) {', '.join(missing)} not set in the environment of the local runtime "
-                "(export them before `npa-workflow run`)", "configuration",
+                "(export them before `npa-workflow run`, or where `npa-workflow serve` starts, then restart it)",
+                "configuration",
             )
         short = [name for name in job.secret_names if len(os.environ[name]) < redact.MIN_SECRET_LENGTH]
         if short:
@@ -95,14 +104,21 @@ class LocalJobExecutor:
                 f"secret(s) {', '.join(short)} shorter than {redact.MIN_SECRET_LENGTH} characters: too short "
                 "to redact from logs safely (use the real value)", "configuration",
             )
-        gpus = requested_gpus(job.step.resources_profile)
+        per_node = requested_gpus(job.step.resources_profile)
+        nodes = max(1, int(job.step.num_nodes or 1))
         machine_gpus = len(self.local.gpus())
-        if machine_gpus and gpus > machine_gpus:
+        if machine_gpus and per_node > machine_gpus:
             raise SubmitError(
-                f"state {job.step.state!r} asks for {gpus} GPU(s) (resources {job.step.resources!r}: accelerators "
-                f"{job.step.resources_profile.get('accelerators')!r}) but this machine has {machine_gpus} "
-                "(nvidia-smi -L): lower the count or run it in the cloud", "configuration",
+                f"state {job.step.state!r} asks for {per_node} GPU(s) per node (resources {job.step.resources!r}: "
+                f"accelerators {job.step.resources_profile.get('accelerators')!r}) but this machine has "
+                f"{machine_gpus} (nvidia-smi -L): lower the count or run it in the cloud", "configuration",
             )
+        # The nodes' devices: N times the per-node count where the machine has them, else one node's, shared.
+        gpus = per_node * nodes if machine_gpus and per_node * nodes <= machine_gpus else per_node
+        env.update(gang.node_environment({}, 0, 1, per_node) if nodes == 1 else {})
+        if nodes > 1:
+            command = [sys.executable, "-I", gang.__file__, "--nodes", str(nodes), "--gpus-per-node", str(per_node),
+                       "--", *command]
         if gpus and not machine_gpus:
             self._notice_unenforced(str(job.env.get("NPA_WORKFLOW_RUN_ID") or job.name))
         adopted = self._adoptable(job.name)
@@ -118,11 +134,21 @@ class LocalJobExecutor:
                 [json.dumps(job.step.to_json()), json.dumps(job.step.env), job.step.setup, json.dumps(dict(job.env)),
                  job.task_yaml]))
         try:
-            job_id = self.local.launch(job.name, command, env=env, cwd=job.workdir,
+            job_id = self.local.launch(job.name, command, env=env, cwd=workdir,
                                        secret_names=tuple(job.secret_names), gpus=gpus)
         except GpuRequestError as exc:
             raise SubmitError(str(exc), "configuration") from exc
         return Submission(job_id=job_id)
+
+    def _code_folder(self, job: JobRequest) -> Path:
+        """The run's staged code, checked out under `<home>/code/` (local.code_checkout): a job of a run that staged
+        its code starts there, as its SkyPilot task would, not in the folder's current code."""
+        from npa_workflow.local.code_checkout import CodeCheckoutError, checkout
+
+        try:
+            return checkout(job.code_uri, self.local.state_dir / "code")
+        except CodeCheckoutError as exc:
+            raise SubmitError(str(exc), "configuration") from None
 
     def _notice_unenforced(self, run_id: str) -> None:
         """Once per run, durably (the launch Lambda builds a new executor per call, in any process)."""

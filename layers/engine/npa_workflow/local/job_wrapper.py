@@ -129,6 +129,19 @@ def _parents() -> dict[int, int]:
     return parents
 
 
+def _marked(marker: str) -> set[int]:
+    """Processes whose environment carries the job's marker (`NPA_LOCAL_JOB_ID=<id>`): one that wrote its pid into
+    another cgroup's `cgroup.procs` left the job's cgroup, not its environment."""
+    needle, found = f"NPA_LOCAL_JOB_ID={marker}".encode(), set()
+    for name in os.listdir("/proc") if marker and os.path.isdir("/proc") else ():
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.add(int(name))
+    return found
+
+
 def _job_processes(cgroup: str | None) -> set[int]:
     """Every live process of the job except this wrapper."""
     me = os.getpid()
@@ -168,10 +181,12 @@ def _signal(pids: set[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _sweep(cgroup: str | None, grace: float) -> None:
-    """End whatever the command left behind: SIGTERM, then SIGKILL after the grace, until none is left."""
+def _sweep(cgroup: str | None, grace: float, find: Callable[[], set[int]] | None = None) -> None:
+    """End whatever the command left behind (`find`: the job's processes): SIGTERM, then SIGKILL after the grace,
+    until none is left."""
+    find = find or (lambda: _job_processes(cgroup))
     _reap_children()
-    left = _job_processes(cgroup)
+    left = find()
     if not left:
         return
     _signal(left, signal.SIGTERM)
@@ -179,14 +194,14 @@ def _sweep(cgroup: str | None, grace: float) -> None:
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
         _reap_children()
-        left = _job_processes(cgroup)
+        left = find()
     for _ in range(50):  # new forks may appear while we kill: repeat until none is left
         if not left:
             break
         _signal(left, signal.SIGKILL)
         time.sleep(0.02)
         _reap_children()
-        left = _job_processes(cgroup)
+        left = find()
 
 
 def _try_take(lock_dir: str, devices: list[tuple[str, str]], count: int) -> list[tuple[str, int]] | None:
@@ -475,6 +490,9 @@ def main(argv: list[str]) -> int:
             "ended_at": _now(),
         },
     )
+    marker = (env if env is not None else os.environ).get("NPA_LOCAL_JOB_ID", "")
+    if cgroup and marker:  # after the exit is recorded: a scan of every process's environment is off the wave's path
+        _sweep(cgroup, grace, lambda: _marked(marker) - {os.getpid()})
     return exit_code if exit_code < 256 else 255
 
 

@@ -7,16 +7,28 @@ moto's interpreter lives here, each naming the AWS behaviour it restores and the
 2. A token completed while the Task's Lambda still runs counts (AWS: the outcome is kept; moto waits for a
    heartbeat and ignores it).
 3. A Distributed Map fails when its failed children exceed the tolerated failure threshold, with
-   `States.ExceedToleratedFailureThreshold` (AWS; the default tolerance is 0), and starts no further children;
-   moto counts the failure and lets the Map succeed.
+   `States.ExceedToleratedFailureThreshold`, and starts no further children; moto counts the failure and lets
+   the Map succeed. AWS: the Map fails when the failures exceed `ToleratedFailureCount` *or*
+   `ToleratedFailurePercentage`; a field that is not set tolerates nothing only when neither is set (the
+   default tolerance is 0), so an explicit `ToleratedFailureCount: 0` beside a percentage still fails at the
+   first failure.
 4. An inline Map whose iteration failed with a `States.*` error fails with that error (AWS: e.g. a member Task
    past its deadline fails the Map with `States.Timeout`, which the Map's Catch sees); moto fails it with
    `States.Runtime`, "Custom Error Names MUST NOT begin with the prefix 'States.'".
 5. A Task whose heartbeat did not come within `HeartbeatSeconds` fails with `States.HeartbeatTimeout` (AWS's
    documented name for it); moto fails it with `States.Timeout`, the name of a Task past its `TimeoutSeconds`,
-   so the run's error said the state "ran past its deadline" when its watch had stopped beating.
+   so the run's error said the state "ran past its deadline" when its watch had stopped beating. AWS documents
+   `States.Timeout` as "a Task state either ran longer than the TimeoutSeconds value, or failed to send a
+   heartbeat for a period longer than the HeartbeatSeconds value", and `States.HeartbeatTimeout` as the
+   specific case: so a `Retry` or `Catch` whose `ErrorEquals` names `States.Timeout` matches a missed heartbeat
+   too, as one naming `States.HeartbeatTimeout` (or `States.ALL`) does, in any machine.
+6. A stopped execution is ABORTED (AWS: `StopExecution` "stops an execution", whose status becomes ABORTED), and
+   what was running in it ends with it. moto stops the program, but a Map iteration's Task still waiting on its
+   token runs on to its `TimeoutSeconds`/`HeartbeatSeconds`, records a `TaskTimedOut`, and its failure replaces
+   the stopped state: the execution ended FAILED with `States.Timeout`.
 
-The tests name each behaviour: tests/e2e/test_moto_fixes.py.
+The tests name each behaviour, one per documented sentence, with generic ASL:
+tests/integration/test_moto_lambda_adapter.py (the interpreter alone) and tests/e2e/test_moto_fixes.py (runs).
 """
 
 from __future__ import annotations
@@ -36,7 +48,8 @@ EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was 
 
 @contextlib.contextmanager
 def moto_fixes() -> Iterator[None]:
-    with task_token_fixes(), distributed_map_failures(), map_iteration_errors(), heartbeat_timeout_name():
+    with task_token_fixes(), distributed_map_failures(), map_iteration_errors(), heartbeat_timeout_name(), \
+            stopped_executions_abort():
         yield
 @contextlib.contextmanager
 def task_token_fixes() -> Iterator[None]:
@@ -88,21 +101,32 @@ def task_token_fixes() -> Iterator[None]:
             StateTaskServiceCallback._eval_execution = own_eval
 
 
+class _UnsetCount(int):
+    """moto's value (0) of a `ToleratedFailureCount` the Map does not declare, marked as not set."""
+
+
+class _UnsetPercentage(float):
+    """moto's value (0.0) of a `ToleratedFailurePercentage` the Map does not declare, marked as not set."""
+
+
 def _exceeded(record: Any, failed: int) -> bool:
     """AWS: a Map run fails when its failed children exceed ToleratedFailureCount or ToleratedFailurePercentage
-    (of the total number of items). Both default to 0: one failure fails it. moto parses an absent field as 0,
-    so a percentage of 0 means "not set" unless the count is 0 as well."""
-    count, percentage, total = getattr(record, "npa_tolerance", (0, 0.0, 0))
-    count, percentage = int(count or 0), float(percentage or 0.0)
-    if not percentage:
-        return failed > count
-    return (total > 0 and failed * 100.0 / total > percentage) or (count > 0 and failed > count)
+    (of the total number of items), each that is set; with neither set the tolerance is 0 (one failure fails
+    it). moto reads an absent field as 0, which `from_state_props` below marks as not set."""
+    count, percentage, total = getattr(record, "npa_tolerance", (_UnsetCount(0), _UnsetPercentage(0.0), 0))
+    count_set, percentage_set = not isinstance(count, _UnsetCount), not isinstance(percentage, _UnsetPercentage)
+    if not count_set and not percentage_set:
+        return failed > 0
+    return ((count_set and failed > int(count))
+            or (percentage_set and total > 0 and failed * 100.0 / total > float(percentage)))
 
 
 @contextlib.contextmanager
 def distributed_map_failures() -> Iterator[None]:
-    """Fix 3. Seams: `DistributedIterationComponent._map_run(self, env, eval_input)` (records the Map's tolerance
-    on its map run record) and `DistributedItemProcessorWorker._eval_job(self, env, job)`, which counts a failed
+    """Fix 3. Seams: `StateMap.from_state_props(self, state_props)` (a tolerance field the Map does not declare
+    keeps moto's default, marked as not set), `DistributedIterationComponent._map_run(self, env, eval_input)`
+    (records the Map's tolerance on its map run record) and
+    `DistributedItemProcessorWorker._eval_job(self, env, job)`, which counts a failed
     child in `map_run_record.item_counter.failed` and leaves `job.job_output` None. When that failure exceeds the
     tolerance, the job's output becomes a `FailureEventException` named `States.ExceedToleratedFailureThreshold`:
     the job pool then stops handing out items and `_map_run` raises it, so the Map state's Catch (or the
@@ -122,11 +146,26 @@ def distributed_map_failures() -> Iterator[None]:
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.distributed_item_processor_worker import (  # noqa: E501
         DistributedItemProcessorWorker,
     )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.state_map import StateMap
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.tolerated_failure import (
+        ToleratedFailureCountDecl,
+        ToleratedFailureCountInt,
+        ToleratedFailurePercentage,
+        ToleratedFailurePercentageDecl,
+    )
     from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramError
 
     original_map_run = DistributedIterationComponent._map_run
     original_eval_job = DistributedItemProcessorWorker._eval_job
+    original_props = StateMap.__dict__["from_state_props"]
+
+    def from_state_props(self: Any, state_props: Any) -> None:
+        original_props(self, state_props)
+        if state_props.get(ToleratedFailureCountDecl) is None:
+            self.tolerated_failure_count_decl = ToleratedFailureCountInt(_UnsetCount(0))
+        if state_props.get(ToleratedFailurePercentageDecl) is None:
+            self.tolerated_failure_percentage_decl = ToleratedFailurePercentage(_UnsetPercentage(0.0))
 
     def _map_run(self: Any, env: Any, eval_input: Any) -> None:
         items = env.stack[-1] if env.stack else []
@@ -156,11 +195,13 @@ def distributed_map_failures() -> Iterator[None]:
 
     DistributedIterationComponent._map_run = _map_run
     DistributedItemProcessorWorker._eval_job = _eval_job
+    StateMap.from_state_props = from_state_props
     try:
         yield
     finally:
         DistributedIterationComponent._map_run = original_map_run
         DistributedItemProcessorWorker._eval_job = original_eval_job
+        StateMap.from_state_props = original_props
 
 
 @contextlib.contextmanager
@@ -205,9 +246,14 @@ def heartbeat_timeout_name() -> Iterator[None]:
     `HeartbeatSeconds`, and `StateTask._from_error` names every `TimeoutError` `States.Timeout`. AWS names it
     `States.HeartbeatTimeout` (its TaskTimedOut event carries that error): cleanup then says the watch stopped
     beating, not that the state ran past its deadline. Compiled machines catch `States.ALL`, and cleanup accepts
-    both names (`protocol.errors.TIMEOUTS`), so nothing else changes. Seam:
-    `StateTaskServiceCallback._from_error(self, env, ex)`, which every `waitForTaskToken` Task goes through."""
+    both names (`protocol.errors.TIMEOUTS`). Seam: `StateTaskServiceCallback._from_error(self, env, ex)`, which
+    every `waitForTaskToken` Task goes through.
+
+    And, as on AWS, `States.Timeout` in a Retry's or Catch's `ErrorEquals` matches the heartbeat's error as well
+    (moto compares names for equality, so renaming alone would make a `States.Timeout` retrier miss it). Seam:
+    `ErrorEqualsDecl._eval_body(self, env)`, which pops the error name and pushes whether it matches."""
     from moto.stepfunctions.parser.api import HistoryEventType, TaskTimedOutEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
     from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
     from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
     from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
@@ -220,7 +266,16 @@ def heartbeat_timeout_name() -> Iterator[None]:
     from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
     original = StateTaskServiceCallback.__dict__["_from_error"]
+    original_equals = ErrorEqualsDecl.__dict__["_eval_body"]
     name = StatesErrorNameType.StatesHeartbeatTimeout
+    heartbeat, timeout = StatesErrorName(typ=name), StatesErrorName(typ=StatesErrorNameType.StatesTimeout)
+
+    def _eval_body(self: Any, env: Any) -> None:
+        if env.stack and env.stack[-1] == heartbeat and timeout in self.error_names:
+            env.stack.pop()
+            env.stack.append(True)
+            return
+        original_equals(self, env)
 
     def _from_error(self: Any, env: Any, ex: Exception) -> Any:
         if isinstance(ex, HeartbeatTimeoutError):
@@ -231,7 +286,47 @@ def heartbeat_timeout_name() -> Iterator[None]:
         return original(self, env, ex)
 
     StateTaskServiceCallback._from_error = _from_error
+    ErrorEqualsDecl._eval_body = _eval_body
     try:
         yield
     finally:
         StateTaskServiceCallback._from_error = original
+        ErrorEqualsDecl._eval_body = original_equals
+
+
+@contextlib.contextmanager
+def stopped_executions_abort() -> Iterator[None]:
+    """Fix 6: once an execution is stopped, nothing in it fails or times out any more.
+
+    Seams: `Environment.set_error(self, error)`, which moto calls for a failure whatever the program's state (a
+    stopped environment, and its frames, stay stopped: the execution ends ABORTED with `ExecutionAborted`), and
+    `ExecutionState._evaluate_with_timeout(self, env)`, where a Task's wait ends with a timeout: in a stopped
+    environment its error is dropped (no `TaskTimedOut` event, no Retry or Catch), as on AWS, where the stop
+    ends the Task."""
+    from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+    from moto.stepfunctions.parser.asl.eval.environment import Environment
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
+    original_set_error = Environment.__dict__["set_error"]
+    original_evaluate = ExecutionState.__dict__["_evaluate_with_timeout"]
+
+    def set_error(self: Any, error: Any) -> None:
+        if isinstance(self._program_state, ProgramStopped):
+            return
+        original_set_error(self, error)
+
+    def _evaluate_with_timeout(self: Any, env: Any) -> None:
+        try:
+            original_evaluate(self, env)
+        except Exception:
+            if not isinstance(env._program_state, ProgramStopped):
+                raise
+            env.stack.append(None)  # the state's (never used) result: the program ends at the stop
+
+    Environment.set_error = set_error
+    ExecutionState._evaluate_with_timeout = _evaluate_with_timeout
+    try:
+        yield
+    finally:
+        Environment.set_error = original_set_error
+        ExecutionState._evaluate_with_timeout = original_evaluate

@@ -5,14 +5,17 @@ execution's history.
      "error": {"state", "message"} | null,
      "waves": [{"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running",
                 "submitted_at", "started_at", "ended_at"}],
-     "decisions": [{"state", "uri", "decision", "source"}],
+     "decisions": [{"state", "uri", "decision", "source"}],  # one per visit: the latest read
+     "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches
      "watermarks": [{"state", "uri", "objects"}],
-     "execution_arn", "state_transitions", "history_events"}
+     "execution_arn", "execution_started_at", "state_transitions", "history_events",
+     "history_error": why the history could not be read (throttled, denied), only when so: the counts are unknown}
 
 A wave's `iteration` is its leaf-loop iteration, else the counter of the innermost looped sequence it
 belongs to (null outside loops). `replayed` is true for an attempt that had already succeeded before this
 execution of the run started (a resumed run takes it from the ledger instead of running it again).
-`state_transitions` counts the history's `*StateEntered` events.
+`state_transitions` counts the history's `*StateEntered` events; `execution_started_at` is when this execution
+started (a resumed run's summary times this execution, not every one since the first).
 """
 
 from __future__ import annotations
@@ -79,16 +82,84 @@ def _readable(message: str) -> str:
     return message
 
 
-def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+def read_history(sfn: Any, execution_arn: str) -> tuple[list[dict[str, Any]], str]:
+    """(every event, "") — or ([], why not): a history the service refused (throttled, denied) is said so, not
+    shown as an execution of 0 events."""
     if sfn is None or not execution_arn:
-        return []
+        return [], ""
     try:
         from npa_workflow.adapters.sfn_executions import SfnExecutions
 
         # Every page: AWS answers 100 events a call by default (1,000 at most), a run may have 25,000.
-        return list(SfnExecutions(sfn).history(execution_arn))
-    except Exception:  # noqa: BLE001 - the report is still useful without the history
-        return []
+        return list(SfnExecutions(sfn).history(execution_arn)), ""
+    except Exception as exc:  # noqa: BLE001 - the report is still useful without the history
+        from npa_workflow.adapters.aws_errors import unread
+
+        return [], unread("GetExecutionHistory", exc)
+
+
+def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    return read_history(sfn, execution_arn)[0]
+
+
+def _began(w: WaveAttempt) -> str:
+    return w.started_at or w.submitted_at or (w.timeline[0].at if w.timeline else "")
+
+
+def ordered_waves(waves: list[WaveAttempt], loaded: LoadedSpec) -> list[WaveAttempt]:
+    """In time order, but a group's members (of one visit of the group) together, in the group's member order
+    where the group first began: the table reads as the spec does, not as the members happened to finish."""
+    states = loaded.spec.states
+    first: dict[tuple[str, str], str] = {}
+    for w in waves:
+        if w.group:
+            visit = (w.group, WaveKey.parse(w.wave_key, state=w.state).loops_key)
+            first[visit] = min(first.get(visit, _began(w)), _began(w))
+
+    def key(w: WaveAttempt) -> tuple[str, int, str, int]:
+        if not w.group:
+            return (_began(w), -1, w.wave_key, w.attempt)
+        members = states[w.group].parallel if w.group in states else []
+        index = members.index(w.state) if w.state in members else len(members)
+        return (first[(w.group, WaveKey.parse(w.wave_key, state=w.state).loops_key)], index, w.wave_key, w.attempt)
+
+    return sorted(waves, key=key)
+
+
+def latest_decisions(decisions: list[DecisionRecord]) -> list[DecisionRecord]:
+    """One decision per visit (state and loop rounds), the latest read: a resumed run reads again the decisions
+    its replayed waves wrote, which are the same visits' (the summary said each twice)."""
+    latest: dict[tuple[str, str], DecisionRecord] = {}
+    for d in sorted(decisions, key=lambda d: (d.read_at, d.state, d.loops_key, d.seq)):
+        latest.pop((d.state, d.loops_key), None)
+        latest[(d.state, d.loops_key)] = d
+    return sorted(latest.values(), key=lambda d: (d.read_at, d.state, d.loops_key, d.seq))
+
+
+def decision_notices(decisions: list[DecisionRecord]) -> list[str]:
+    """One sentence per state whose decision value matches no predicate (`PROMOTE`: decisions are case-sensitive):
+    a loop then runs to its max and transitions fall to `next`, which would otherwise pass unseen."""
+    from npa_workflow.decisions import LOOP_BACK, PROMOTE
+
+    said: dict[tuple[str, str], str] = {}
+    for d in decisions:
+        value = d.decision
+        if value and value not in (PROMOTE, LOOP_BACK) and (d.state, value) not in said:
+            said[(d.state, value)] = (
+                f"decision of {d.state}: {value!r} matches no predicate (decisions are case-sensitive: "
+                "promote or promote_checkpoint, loop_back or loop_back_to_inner_loop), so no `until`/`when` "
+                f"took it ({d.uri})")
+    return list(said.values())
+
+
+def _started_at(events: list[dict[str, Any]]) -> str | None:
+    """When the report's execution started (its history's first event), as the waves' times are written."""
+    from datetime import datetime
+
+    from npa_workflow.timestamps import from_epoch
+
+    stamp = events[0].get("timestamp") if events else None
+    return from_epoch(stamp.timestamp()) if isinstance(stamp, datetime) else None
 
 
 def failed_state_from_history(events: list[dict[str, Any]]) -> str | None:
@@ -152,7 +223,10 @@ def build_report(
     sfn: Any = None,
     previous_items: list[dict[str, Any]] | None = None,
     interrupted_reason: str = "",
+    read_history_events: bool = True,
 ) -> dict[str, Any]:
+    """`read_history_events=False`: the report without the execution's history (its counts 0, `history_read`
+    false) — a watcher's view while the run goes, which shows none of it."""
     waves = [WaveAttempt.from_item(i) for i in items if _kind(i) == "WAVE"]
     decisions = [DecisionRecord.from_item(i) for i in items if _kind(i) == "DECISION"]
     marks = [Watermark.from_item(i) for i in items if _kind(i) == "WATERMARK"]
@@ -163,10 +237,9 @@ def build_report(
         if w.status == WaveStatus.SUCCEEDED
     }
     loops_of = enclosing_loops(loaded)
-    waves.sort(key=lambda w: (w.started_at or w.submitted_at or (w.timeline[0].at if w.timeline else ""),
-                              w.wave_key, w.attempt))
-    events = _history(sfn, execution_arn)
-    return {
+    waves = ordered_waves(waves, loaded)
+    events, history_error = read_history(sfn, execution_arn) if read_history_events else ([], "")
+    report = {
         "run_id": run_id,
         "workflow": workflow,
         "status": status,
@@ -190,10 +263,17 @@ def build_report(
         ],
         "decisions": [
             {"state": d.state, "uri": d.uri, "decision": d.decision, "source": d.source}
-            for d in sorted(decisions, key=lambda d: (d.read_at, d.state, d.loops_key, d.seq))
+            for d in latest_decisions(decisions)
         ],
+        "notices": decision_notices(latest_decisions(decisions)),
+        "execution_started_at": _started_at(events),
         "watermarks": [{"state": m.state, "uri": m.uri, "objects": m.objects} for m in marks],
         "execution_arn": execution_arn,
         "state_transitions": sum(1 for e in events if str(e.get("type", "")).endswith("StateEntered")),
         "history_events": len(events),
     }
+    if history_error:
+        report["history_error"] = history_error  # the counts above are then unknown, not 0
+    elif not read_history_events:
+        report["history_read"] = False
+    return report

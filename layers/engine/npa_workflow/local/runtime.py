@@ -77,6 +77,8 @@ from npa_workflow.local.sdk_models import sdk_models_parsed_once
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.render.code import spec_code_root
+from npa_workflow.spec.buckets import FIX as BUCKET_FIX
+from npa_workflow.spec.buckets import bucket_name_problem
 from npa_workflow.spec.catalog import find_catalog
 from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
@@ -353,6 +355,7 @@ class LocalRuntime:
         Raises `SpecError` for an invalid spec and `LocalRunError` for anything else the user can fix;
         a failed run is not an exception: its report says FAILED.
         """
+        self._began = time.monotonic()  # the run's duration: a wall clock set back or forward does not count
         if not _active.acquire(blocking=False):
             raise LocalRunError("another local run is already active in this process")
         usable_home(self.home, explicit=self.options.home is not None)
@@ -390,6 +393,7 @@ class LocalRuntime:
                            allow_unknown_keys=opt.allow_unknown_keys)
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
+        _preflight_secrets(loaded, spec_path, opt.secret_names)
         spec = loaded.spec
         if spec.runtime_only and opt.assume_decision:
             raise LocalRunError(
@@ -398,7 +402,7 @@ class LocalRuntime:
             )
         if meta and meta.get("workflow") != spec.name:
             raise LocalUsageError(_other_workflow(run_id, meta, spec.name, spec_path))
-        run_id = check_run_id(run_id or default_run_id(spec.name))
+        run_id = check_run_id(default_run_id(spec.name) if run_id is None else run_id)  # "" is refused, not replaced
         if not opt.resume and (self.home / "runs" / run_id / "meta.json").exists():
             raise LocalRunError(
                 f"run {run_id!r} already exists under {self.home / 'runs' / run_id}: "
@@ -415,6 +419,7 @@ class LocalRuntime:
 
         loaded, spec_text, catalog_text, variables, meta = self._prepare()
         self.loaded = loaded
+        getattr(self.progress, "spec_loaded", lambda _: None)(loaded)  # optional: a progress may use the spec
         run_dir = self.home / "runs" / self.run_id
         if self.options.resume and held_elsewhere(run_dir / AWS_STATE_DIR):
             # refused before anything starts (the durable state's own lock refuses it again, race-free, below)
@@ -479,7 +484,8 @@ class LocalRuntime:
                 status = self._interrupt(engine, deployed)
         finally:
             self.progress.finished()
-            if status is None:  # an unexpected error is on its way up: still leave no job behind
+            # an unexpected error is on its way up: still leave no job behind (none before the deploy ended)
+            if status is None and deployed is not None:
                 with contextlib.suppress(Exception), signals_ignored():
                     self._reap(engine, "the local runtime failed", "FAILED")
         with signals_ignored():
@@ -506,6 +512,7 @@ class LocalRuntime:
                 previous_items=previous_items,
                 interrupted_reason=(self._stop_reason or "interrupted (Ctrl-C)") if interrupted else "",
             )
+            report["elapsed_seconds"] = round(time.monotonic() - self._began, 3)
             _write_json(run_dir / "report.json", report)
         return report
 
@@ -555,6 +562,9 @@ class LocalRuntime:
         clients = {name: session.client(name, endpoint_url=self.endpoint_url)
                    for name in ("s3", "iam", "lambda", "stepfunctions")}
         for bucket in self._buckets(loaded):
+            if reason := bucket_name_problem(bucket):  # a run-time value (a run.* token) validation could not see
+                raise LocalRunError(f"{self.options.spec}: config: bucket {bucket!r} is not a legal S3 bucket "
+                                    f"name: it {reason} (fix: {BUCKET_FIX})")
             try:
                 create_bucket(clients["s3"], bucket)
             except ClientError as exc:
@@ -742,6 +752,15 @@ class LocalRuntime:
             "run_id": self.run_id, "workflow": loaded.spec.name, "spec": str(Path(self.options.spec).resolve()),
             "vars": variables, "executions": executions,
         })
+
+
+def _preflight_secrets(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...]) -> None:
+    """Every secret the plan's jobs need is in this environment before anything starts (engine.preflight)."""
+    from npa_workflow.engine.preflight import local_secret_problems, one_line
+
+    problems = local_secret_problems(loaded, "run", secret_names)
+    if problems:
+        raise LocalRunError(f"{spec_path}: {one_line(problems)}")
 
 
 def _resumable_meta(run_id: str, meta_path: Path) -> dict[str, Any]:

@@ -9,29 +9,39 @@ What it starts (the local runtime's embedded AWS, `local.runtime`):
 - the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
   reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them).
 
-Then, every tick (`tick_seconds`, 0.25 s), the event sources of the cloud stack are emulated:
+Then the event sources of the cloud stack are emulated, from what the embedded stack itself does (nothing is
+listed per tick, so a serve that stored a thousand runs costs what a fresh one does):
 
-- S3 object arrival: every bucket is listed and each key that is new or whose ETag changed since the last tick
-  is an "Object Created" event — under `inbox/` of the engine bucket → `engine.inbox.handle_object` (the inbox
-  Lambda), and any object → `engine.watermarks.on_object_created` (the trigger Lambda's S3 path). This polling is
-  simple and honest: an object overwritten twice within one tick is seen once (its last version), like a
-  coalesced event; a duplicate delivery cannot happen here, and the inbox would absorb it anyway;
-- the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick;
-- execution status change: each RUNNING run of the ledger whose execution ended is recorded — SUCCEEDED, or
-  FAILED/ABORTED/TIMED_OUT → `engine.cleanup.reap` (the reap Lambda), after failing the task tokens the
-  execution waits on (moto notices a StopExecution only when the waiting Task ends).
+- S3 object arrival: the durable layer hears every object the stack stores (`DurableAws.object_written`, on the
+  writing thread); each is queued and delivered by the loop as one "Object Created" event — under `inbox/` of
+  the engine bucket → `engine.inbox.handle_object` (the inbox Lambda), and any object →
+  `engine.watermarks.on_object_created` (the trigger Lambda's S3 path). An object overwritten twice before the
+  loop delivers it is delivered once (its last version), like a coalesced event; the inbox absorbs duplicates.
+  Once, at start, the buckets are listed: what a previous serve stored but did not deliver (killed in between)
+  is delivered then;
+- the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick (`tick_seconds`, 0.25 s) while a run is
+  RUNNING (a job's exit, an object's arrival wake the loop at once), every `IDLE_WATCH_SECONDS` otherwise;
+- execution status change: each RUNNING run (known from the ledger's writes, not by listing every run) whose
+  execution ended is recorded — SUCCEEDED, or FAILED/ABORTED/TIMED_OUT → `engine.cleanup.reap` (the reap
+  Lambda), after failing the task tokens the execution waits on (moto notices a StopExecution only when the
+  waiting Task ends). Each run's end is said once.
 
-Steps run as local processes whose working directory is the spec folder (the serve process changes into it).
+Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
+a checkout of that code under the local home (`local.code_checkout`), as a SkyPilot task starts in its
+`file_mounts` copy: a later edit of the folder does not reach it. A run staged without code (`--no-code`, a raw
+inbox upload) starts in the spec folder (the serve process changes into it).
 The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`local.durable_aws`),
 with the S3 event source's cursor: a serve restarted on the same home knows every run of the previous one and
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
 ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
 Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
-started); `serve.json` there names the endpoint.
+started); `serve.json` there names the endpoint. With `ServeOptions.console` (the CLI's default) the web console
+is served too, at its own port (`console.embedded`: told of every ledger write by the durable layer).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -64,7 +74,7 @@ from npa_workflow.engine.inbox import (
     read_document,
 )
 from npa_workflow.engine.ports import Execution, ExecutionsError
-from npa_workflow.ledger import RunError, RunStatus
+from npa_workflow.ledger import RunError, RunRecord, RunStatus
 from npa_workflow.local.durable_aws import DurableAws
 from npa_workflow.local.event_pump import EventPump
 from npa_workflow.local.job_exits import JobExits
@@ -95,6 +105,7 @@ ENDED = ("FAILED", "ABORTED", "TIMED_OUT")
 RUNS_TRACKED = 1000
 REAP_SETTLE_SECONDS = 10.0
 OBJECT_EVENTS = "s3-object-created"  # the durable cursor of the S3 event source
+IDLE_WATCH_SECONDS = 5.0  # the watch's schedule while no run is RUNNING (nothing to watch; a safety net)
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,8 @@ class ServeOptions:
     port: int | None = None
     home: Path | None = None
     tick_seconds: float = 0.25
+    console: bool = False  # also serve the web console (`npa_workflow.console`), on `console_port` (None: free)
+    console_port: int | None = None
 
 
 def deployable_specs(catalog: Path) -> list[Path]:
@@ -156,6 +169,14 @@ class Serve:
         self._durable: DurableAws | None = None
         self.pump: EventPump  # once deployed
         self.endpoint_url = ""
+        self.console_url = ""  # once serving, with options.console
+        # (bucket, key) → (etag, size) of objects stored since the loop last delivered (durable_aws tells)
+        self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int]] = collections.OrderedDict()
+        self._arrived_lock = threading.Lock()
+        # Runs seen RUNNING in the ledger's writes whose end is not said yet: what the loop follows (not every run)
+        self._running: set[str] = set()
+        self._ledger_table = ""
+        self._exits: JobExits | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -214,6 +235,9 @@ class Serve:
             self._durable = durable
             delivered = durable.delivered(OBJECT_EVENTS)
             self._seen.update({tuple(json.loads(ident)): etag for ident, etag in delivered.items()})
+            self._ledger_table = engine.ledger.table_name
+            stack.enter_context(durable.object_written(self._object_stored))
+            stack.enter_context(durable.item_written(self._item_written))
             settle()
             self._recover(engine)
             self._write_serve_json(settings, clients["s3"])
@@ -221,6 +245,10 @@ class Serve:
             previous_cwd = os.getcwd()
             os.chdir(self.catalog.parent)
             stack.callback(os.chdir, previous_cwd)
+            if self.options.console:  # told of every ledger write by the durable layer: no polling
+                from npa_workflow.console.embedded import serve_console
+
+                self.console_url = serve_console(stack, self.endpoint_url, durable, self.options.console_port)
             if self.on_endpoint:
                 self.on_endpoint(self.endpoint_url)
             try:
@@ -272,41 +300,74 @@ class Serve:
     # ---------------------------------------------------------------------------------------- the loop
     def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
         sfn = SfnExecutions(clients["stepfunctions"])  # the Executions port on the local Step Functions
-        exits = JobExits(self.home / "jobs")
+        self._exits = exits = JobExits(self.home / "jobs")
+        s3 = clients["s3"]
+        self._guarded(lambda: self._undelivered_objects(s3))  # once: what a previous serve left undelivered
+        last_watch = 0.0
         while not self._stop.is_set():
             started = time.monotonic()
-            for step in (lambda: self._object_events(clients["s3"]),
-                         self.pump.scheduled_watch,
-                         lambda: self._execution_changes(engine, sfn)):
-                try:
-                    step()
-                except Exception as exc:  # noqa: BLE001 - one failed pass must not stop the stack
-                    LOG.warning("serve: a pass failed: %s", exc, exc_info=True)
-            # a job's exit wakes the watch at once; the tick is the safety net
+            self._guarded(lambda: self._object_events(s3))
+            if self._running or started - last_watch >= IDLE_WATCH_SECONDS:
+                self._guarded(self.pump.scheduled_watch)
+                last_watch = started
+            if self._running:
+                self._guarded(lambda: self._execution_changes(engine, sfn))
+            # a job's exit or an object's arrival wakes the loop at once; the tick is the safety net
             exits.wait(max(0.0, self.options.tick_seconds - (time.monotonic() - started)), self._stop)
 
-    def _object_events(self, s3: Any) -> None:
-        """S3 → EventBridge, emulated by listing: each new key or new ETag is one "Object Created" event to the
-        rules' targets (the inbox for `inbox/` of the engine bucket, the trigger for every object)."""
+    @staticmethod
+    def _guarded(step: Callable[[], Any]) -> None:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - one failed pass must not stop the stack
+            LOG.warning("serve: a pass failed: %s", exc, exc_info=True)
+
+    # -- what the durable layer hears (on moto's writing threads: quick, no call to the stack) -----------------
+    def _object_stored(self, bucket: str, key: str, etag: str, size: int) -> None:
+        with self._arrived_lock:
+            self._arrived.pop((bucket, key), None)
+            self._arrived[(bucket, key)] = (etag, size)
+        if self._exits is not None:
+            self._exits.nudge()
+
+    def _item_written(self, table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
+        if table != self._ledger_table or item is None or item.get("kind", {}).get("S") != "RUN":
+            return
+        run = RunRecord.from_item(item)
+        if run.status == RunStatus.RUNNING and run.execution_arn:
+            self._running.add(run.run_id)  # started, or resumed: its next end is news
+
+    # -- S3 → EventBridge ------------------------------------------------------------------------------------
+    def _undelivered_objects(self, s3: Any) -> None:
+        """Every object not yet delivered at its ETag (the durable cursor), found by listing, once."""
         for bucket in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
                 for obj in page.get("Contents", []):
                     key, etag = obj["Key"], str(obj.get("ETag", ""))
-                    if self._seen.get((bucket, key)) == etag:
-                        continue
-                    inbox = bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX)
-                    if inbox:
-                        self._ensure_buckets(s3, bucket, key)
-                    results = self.pump.object_created(bucket, key, etag=etag, size=int(obj.get("Size", 0)),
-                                                       inbox=inbox)
-                    if inbox:
-                        done = results.get("inbox") or {"status": "failed (see serve/lambda-failures.jsonl)"}
-                        _say(f"inbox {key}: {done.get('status')}"
-                             + (f" run {done['run_id']}" if done.get("run_id") else ""))
-                    # Delivered: a restarted serve does not deliver it again (killed before this line, it does).
-                    self._seen[(bucket, key)] = etag
-                    if self._durable is not None:
-                        self._durable.record_delivered(OBJECT_EVENTS, json.dumps([bucket, key]), etag)
+                    if self._seen.get((bucket, key)) != etag:
+                        self._object_stored(bucket, key, etag, int(obj.get("Size", 0)))
+
+    def _object_events(self, s3: Any) -> None:
+        """Each object stored since the last pass is one "Object Created" event to the rules' targets (the inbox
+        for `inbox/` of the engine bucket, the trigger for every object)."""
+        while True:
+            with self._arrived_lock:
+                if not self._arrived:
+                    return
+                (bucket, key), (etag, size) = self._arrived.popitem(last=False)
+            if self._seen.get((bucket, key)) == etag:
+                continue
+            inbox = bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX)
+            if inbox:
+                self._ensure_buckets(s3, bucket, key)
+            results = self.pump.object_created(bucket, key, etag=etag, size=size, inbox=inbox)
+            if inbox:
+                done = results.get("inbox") or {"status": "failed (see serve/lambda-failures.jsonl)"}
+                _say(f"inbox {key}: {done.get('status')}" + (f" run {done['run_id']}" if done.get("run_id") else ""))
+            # Delivered: a restarted serve does not deliver it again (killed before this line, it does).
+            self._seen[(bucket, key)] = etag
+            if self._durable is not None:
+                self._durable.record_delivered(OBJECT_EVENTS, json.dumps([bucket, key]), etag)
 
     def _ensure_buckets(self, s3: Any, bucket: str, key: str) -> None:
         """An ad-hoc spec's buckets exist locally before its steps write to them (the cloud has them already)."""
@@ -321,24 +382,32 @@ class Serve:
                 create_bucket(s3, name)
 
     def _execution_changes(self, engine: Any, sfn: SfnExecutions) -> None:
-        for run in engine.ledger.list_runs(limit=RUNS_TRACKED):
-            if run.status != RunStatus.RUNNING or not run.execution_arn:
+        """Each followed run whose execution ended is recorded; each run that left RUNNING is said, once (whether
+        its end was recorded here or by the execution's own cleanup)."""
+        for run_id in sorted(self._running):
+            run = engine.ledger.get_run(run_id)
+            if run is not None and run.status == RunStatus.RUNNING and run.execution_arn:
+                try:
+                    desc = sfn.describe(run.execution_arn)
+                except (ExecutionsError, ClientError):  # this run next pass; the others now
+                    continue
+                status = desc.status
+                if run.execution_arn in self._stopped:
+                    status = "ABORTED"  # moto may end a stopped execution FAILED (it follows the Catch): it was stopped
+                if status == "SUCCEEDED":
+                    self.pump.execution_status_changed(desc)  # the reap function records the run's end
+                elif status in ENDED:
+                    self._reap(engine, sfn, run.run_id, status, desc)
+                else:
+                    continue
+                run = engine.ledger.get_run(run_id)
+            if run is not None and run.status == RunStatus.RUNNING:
+                continue  # its end could not be recorded yet (serve/lambda-failures.jsonl): again next pass
+            self._running.discard(run_id)
+            if run is None:
                 continue
-            try:
-                desc = sfn.describe(run.execution_arn)
-            except (ExecutionsError, ClientError):  # this run next pass; the others now
-                continue
-            status = desc.status
-            if run.execution_arn in self._stopped:
-                status = "ABORTED"  # moto may end a stopped execution FAILED (it follows the Catch): it was stopped
-            if status == "SUCCEEDED":
-                self.pump.execution_status_changed(desc)  # the reap function records the run's end
-                _say(f"run {run.run_id}: SUCCEEDED")
-            elif status in ENDED:
-                self._reap(engine, sfn, run.run_id, status, desc)
-                ended = engine.ledger.get_run(run.run_id)
-                error = f" ({ended.error.message})" if ended is not None and ended.error is not None else ""
-                _say(f"run {run.run_id}: {status}{error}")
+            error = f" ({run.error.message})" if run.error is not None and run.status != RunStatus.SUCCEEDED else ""
+            _say(f"run {run.run_id}: {run.status.value}{error}")
 
     def _reap(self, engine: Any, sfn: SfnExecutions, run_id: str, status: str, desc: Execution) -> None:
         """The reap Lambda: fail the tokens the execution still waits on (moto), cancel every job, record why."""
@@ -371,7 +440,6 @@ class Serve:
                 run.status != RunStatus(status) or run.error is None):
             with contextlib.suppress(Exception):
                 engine.ledger.update_run_status(run_id, RunStatus(status), RunError(state=None, message=reason))
-        _say(f"run {run_id}: {status}")
 
     def _deliver_reap(self, engine: Any, run_id: str, reason: str, status: str, desc: Execution) -> None:
         from npa_workflow.engine.cleanup import reap

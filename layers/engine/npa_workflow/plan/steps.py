@@ -11,7 +11,7 @@ from typing import Any
 from npa_workflow.plan.model import PlanStep
 from npa_workflow.spec.config import RunContext
 from npa_workflow.spec.effective import effective_config
-from npa_workflow.spec.tokens import TokenContext, TokenError, resolve_deep, resolve_text
+from npa_workflow.spec.tokens import TokenContext, TokenError, resolve_deep, resolve_shell, resolve_text
 from npa_workflow.spec.validate import MAX_NUM_NODES, LoadedSpec
 
 
@@ -73,7 +73,7 @@ def resolve_step(
         if st.run.argv:
             argv = [resolve_text(t, ctx) for t in st.run.argv]
         else:
-            shell = resolve_text(st.run.shell, ctx)
+            shell = resolve_shell(st.run.shell, ctx)  # each value one shell word (`|raw`: as is)
     # An undefined profile name falls back to `default`, then to {}; a defined empty profile is used as is.
     if st.resources in spec.resources:
         profile_raw: dict[str, Any] = spec.resources[st.resources]

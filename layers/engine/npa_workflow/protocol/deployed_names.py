@@ -5,18 +5,19 @@ character sets do not allow is seen to be renamed before a deploy.
 
 AWS facts the mapping relies on:
 
-- a state machine name is 1–80 characters and may not contain whitespace, `< > { } [ ] ? * " # % \\ ^ | ~ `` $ & ,
-  ; : /` or control characters (Step Functions CreateStateMachine, `name`);
+- a state machine name is 1–80 characters, and "to enable logging with CloudWatch Logs, the name should only
+  contain 0-9, A-Z, a-z, - and _" (Step Functions CreateStateMachine, `name`); every machine here logs at ALL;
 - a CloudWatch Logs log group name is 1–512 characters of `[\\.\\-_/#A-Za-z0-9]` (CreateLogGroup, `logGroupName`;
   cfn-lint E1155/E3031 check it in the template);
-- IAM resource ARNs and EventBridge patterns match by prefix (`...:stateMachine:<stack>.*`, `{"prefix": ...}`).
+- a CloudFormation stack name is `[A-Za-z][A-Za-z0-9-]*`: it never contains `_`;
+- IAM resource ARNs and EventBridge patterns match by prefix (`...:stateMachine:<stack>_*`, `{"prefix": ...}`).
 
-So a machine name uses only `[A-Za-z0-9._-]` (legal in both): `<stack>.<spec name>` when the spec name is made of
-those characters already, else the name folded to ASCII (`résumé` → `resume`), every other character replaced by
-`-`, and 8 hex characters of the original name's SHA-256 appended so two names that fold alike stay distinct
-(`train(v2)` → `train-v2--<hash>`). The `.` after the stack name cannot occur in a stack name
-(`[A-Za-z][A-Za-z0-9-]*`), so the machine prefix `<stack>.` never matches another stack's machines: every policy and
-the reap rule name the prefix, not each machine, and stay the same size whatever the number of specs.
+So a machine name uses only `[A-Za-z0-9_-]` (legal for a logged machine and for a log group): `<stack>_<spec name>`
+when the spec name is made of those characters already, else the name folded to ASCII (`résumé` → `resume`), every
+other character (`.` included) replaced by `-`, and 8 hex characters of the original name's SHA-256 appended so two
+names that fold alike stay distinct (`train(v2)` → `train-v2--<hash>`). The `_` after the stack name cannot occur in
+a stack name, so the machine prefix `<stack>_` never matches another stack's machines: every policy and the reap
+rule name the prefix, not each machine, and stay the same size whatever the number of specs.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from dataclasses import dataclass
 
 DEFAULT_STACK_NAME = "NpaWorkflow"  # the CDK app's context `stackName` when none is given
 MAX_MACHINE_NAME = 80
-MACHINE_SEPARATOR = "."
-# Characters legal in a state machine name AND a log group name.
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+MACHINE_SEPARATOR = "_"
+# Characters legal in a logged state machine's name (and so in its log group's name).
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 TAG_HEX = 8
 LOG_GROUP_PREFIX = "/aws/vendedlogs/states/"
-# The ad-hoc machines the inbox creates are `<stack>.adhoc.<16 hex>`: no deployed spec may take it.
-AD_HOC_INFIX = "adhoc."
+# The ad-hoc machines the inbox creates are `<stack>_adhoc_<16 hex>`: no deployed spec may take it.
+AD_HOC_INFIX = "adhoc_"
 
 
 class NoRoomForSpecNames(ValueError):
@@ -58,7 +59,7 @@ def _ascii(text: str) -> str:
 
 
 def machine_name(stack_name: str, spec_name: str) -> str:
-    """`<stack>.<spec name>`, mapped to `[A-Za-z0-9._-]` and at most 80 characters (see the module doc)."""
+    """`<stack>_<spec name>`, mapped to `[A-Za-z0-9_-]` and at most 80 characters (see the module doc)."""
     prefix = machine_prefix(stack_name)
     room = MAX_MACHINE_NAME - len(prefix)
     if spec_name and not _UNSAFE.search(spec_name) and len(spec_name) <= room:

@@ -44,9 +44,13 @@ STATES_TASK_FAILED = "States.TaskFailed"
 STATES_EXCEED_TOLERATED_FAILURE = "States.ExceedToleratedFailureThreshold"
 TIMEOUTS = (STATES_TIMEOUT, STATES_HEARTBEAT_TIMEOUT)
 
-# -- the Lambda service's own errors (AWS recommends retrying them on every Lambda Task)
+# -- the Lambda service's own errors (AWS recommends retrying them on every Lambda Task): the four of AWS's
+# "Handle transient Lambda service exceptions" retrier and aws-cdk-lib's LambdaInvoke default `retryOnServiceExceptions`
+# (ClientExecutionTimeout: the invoke call itself timed out), plus throttling (TooManyRequests: a fan-out past the
+# account's concurrency, see docs/deploy.md).
 LAMBDA_SERVICE_EXCEPTION = "Lambda.ServiceException"  # the service failed the invocation (also the twin's)
 LAMBDA_SERVICE_ERRORS = (
+    "Lambda.ClientExecutionTimeoutException",
     LAMBDA_SERVICE_EXCEPTION,
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",

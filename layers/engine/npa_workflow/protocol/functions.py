@@ -28,6 +28,8 @@ class FunctionSlot:
     memory_mb: int = 512
     machine_invoked: bool = False  # a compiled Task invokes it: it has an ARN placeholder
     env: tuple[str, ...] = env.ENGINE  # the variables it reads
+    # Lambda ReservedConcurrentExecutions: None shares the account's unreserved pool (see ACCOUNT_CONCURRENCY below).
+    reserved_concurrency: int | None = None
 
     @property
     def module(self) -> str:
@@ -62,22 +64,31 @@ class FunctionSlot:
 # + read 30 s timeouts) and the ledger write recording the outcome. Lambda kills a function at its timeout
 # mid-call, with nothing recorded, so the timeout is the sum (tests/infra/test_infra_functions.py pins it).
 LAUNCH_CALL_BUDGET_SECONDS = 80
+# Concurrency (docs/deploy.md, "Concurrency"). An account runs 1,000 Lambda executions at once by default, and a
+# Distributed Map of 10,000 members asks for 10,000 launches at once: without reservations the fan-out takes the
+# whole pool and the control functions (inbox, trigger, decide, cleanup, reap) are throttled with it. Each of those
+# reserves a little (which is also its ceiling); launch keeps the unreserved rest, and its throttled invocations are
+# retried by the compiled Lambda retrier (compile/asl.py LAMBDA_RETRY) for long enough to drain the fan-out. Lambda
+# keeps at least 100 units unreserved in an account.
+ACCOUNT_CONCURRENCY = 1_000
+MIN_UNRESERVED_CONCURRENCY = 100
 LAUNCH_MARGIN_SECONDS = 40
 LAUNCH = FunctionSlot("launch", "Submits a wave's SkyPilot job once and records (job id, task token)",
                       LAUNCH_CALL_BUDGET_SECONDS + LAUNCH_MARGIN_SECONDS, machine_invoked=True,
                       env=(*env.ENGINE, *SKYPILOT))
 DECIDE = FunctionSlot("decide", "Reads a decision artifact from S3 and normalizes it for a Choice", 30,
-                      machine_invoked=True)
+                      machine_invoked=True, reserved_concurrency=10)
 TRIGGER = FunctionSlot("trigger", "Registers a trigger watch; completes it on S3 Object Created events", 60,
-                       machine_invoked=True)
+                       machine_invoked=True, reserved_concurrency=20)
 CLEANUP = FunctionSlot("cleanup", "Cancels a failed wave's jobs by exact id and records the run's failure", 300,
-                       machine_invoked=True, env=(*env.ENGINE, *SKYPILOT))
+                       machine_invoked=True, env=(*env.ENGINE, *SKYPILOT), reserved_concurrency=20)
 WATCH = FunctionSlot("watch", "Completes or heartbeats the task tokens of active waves (scheduled)", 120,
                      env=(*env.ENGINE, *SKYPILOT, env.HEARTBEAT_SECONDS))  # heartbeats when due (engine/watch.py)
 REAP = FunctionSlot("reap", "Cancels the jobs of executions that failed, timed out or were stopped", 300,
-                    env=(*env.ENGINE, *SKYPILOT))
+                    env=(*env.ENGINE, *SKYPILOT), reserved_concurrency=10)
 INBOX_FN = FunctionSlot("inbox", "Validates a spec dropped under inbox/ and starts its run", 120, 1024,
-                        env=(*env.ENGINE, *INBOX, *(f.arn_env for f in (LAUNCH, DECIDE, TRIGGER, CLEANUP))))
+                        env=(*env.ENGINE, *INBOX, *(f.arn_env for f in (LAUNCH, DECIDE, TRIGGER, CLEANUP))),
+                        reserved_concurrency=10)
 
 FUNCTIONS: tuple[FunctionSlot, ...] = (INBOX_FN, LAUNCH, DECIDE, TRIGGER, WATCH, CLEANUP, REAP)
 BY_NAME: Mapping[str, FunctionSlot] = {f.name: f for f in FUNCTIONS}

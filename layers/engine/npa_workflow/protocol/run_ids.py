@@ -30,7 +30,12 @@ def run_id_problem(run_id: str) -> str | None:
     """None for a valid run id, else one line saying what is wrong and the rule."""
     if RUN_ID_PATTERN.match(run_id):
         return None
-    return f"run id {run_id!r} is not valid: use {RULE}"
+    if not run_id:
+        return f"the run id is empty: use {RULE}, or leave the option out for a generated one"
+    shown = repr(run_id) if len(run_id) <= 100 else repr(run_id[:100]) + "…"
+    if len(run_id) > RUN_ID_MAX:
+        return f"run id {shown} is {len(run_id)} characters long, over the {RUN_ID_MAX} allowed: use {RULE}"
+    return f"run id {shown} is not valid: use {RULE}"
 
 
 def check_run_id(run_id: str) -> str:

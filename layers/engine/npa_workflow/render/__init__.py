@@ -4,6 +4,8 @@ from npa_workflow.render.names import RenderError, job_name, launch_job_name, wa
 from npa_workflow.render.skypilot import (
     SECRET_PLACEHOLDER,
     launch_document,
+    launch_task,
+    launch_yaml,
     render_batch,
     render_pipeline,
     render_wave,
@@ -18,6 +20,8 @@ __all__ = [
     "job_name",
     "launch_document",
     "launch_job_name",
+    "launch_task",
+    "launch_yaml",
     "portable_task",
     "render_batch",
     "render_pipeline",

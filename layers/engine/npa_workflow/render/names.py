@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from npa_workflow.plan.model import PlanStep
+from npa_workflow.spec.job_names import job_label
 
 JOB_NAME_MAX = 60
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -36,7 +37,9 @@ def is_env_name(text: str) -> bool:
 
 
 def job_name(run_id: str, counter: int, label: str, iteration: int | None, attempt: int) -> str:
-    """`<run_id>-<NN>-<label>[-<iteration>]`, lower-cased, unsafe chars → `-`, trimmed, ≤60 chars.
+    """`<run_id>-<NN>-<label>[-<iteration>]` in its job-label form (spec/job_names.py: NFKC, invisible
+    characters dropped, lower-cased, unsafe chars → `-`), trimmed, ≤60 chars. Validation rejects states
+    whose names this would merge.
 
     Attempts after the first append `-a<attempt>`; truncation cuts the base, never the suffix, and
     adds a short digest of the full base so two long names never collide (launch adopts by name).
@@ -44,7 +47,7 @@ def job_name(run_id: str, counter: int, label: str, iteration: int | None, attem
     base = f"{run_id}-{counter:02d}-{label}"
     if iteration is not None:
         base += f"-{iteration}"
-    base = safe_name(base.lower()).strip("-")
+    base = job_label(base).strip("-")
     suffix = f"-a{attempt}" if attempt > 1 else ""
     if len(base) + len(suffix) > JOB_NAME_MAX:
         digest = hashlib.sha256(base.encode("utf-8")).hexdigest()[:8]

@@ -7,7 +7,6 @@ value; `with_secret_values` puts the real values in right before a launcher subm
 from __future__ import annotations
 
 import copy
-import hashlib
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import yaml
 
 from npa_workflow.plan.model import PlanStep, Wave
+from npa_workflow.protocol.environment import JOB_CODE_URI, JOB_IMAGE, attempt_id, job_identity
 from npa_workflow.render.code import CODE_DIR
 from npa_workflow.render.names import (
     RenderError,
@@ -30,10 +30,13 @@ from npa_workflow.render.task import step_image
 
 __all__ = [
     "K8S_DISK_KEY",
+    "attempt_id",
     "SECRET_PLACEHOLDER",
     "RenderError",
     "job_name",
     "launch_document",
+    "launch_task",
+    "launch_yaml",
     "render_batch",
     "render_pipeline",
     "render_wave",
@@ -49,17 +52,6 @@ SECRET_PLACEHOLDER = "<resolved at launch>"
 K8S_DISK_KEY = "disk_size"
 _K8S_CLOUDS = {"kubernetes", "k8s"}
 _COPIED_RESOURCE_KEYS = ("cloud", "accelerators", "cpus", "memory", "disk_size", "use_spot", "region")
-_IDENTITY_ENVS = (
-    "NPA_WORKFLOW_NAME",
-    "NPA_WORKFLOW_RUN_ID",
-    "NPA_WORKFLOW_STATE",
-    "NPA_WORKFLOW_ATTEMPT_ID",
-    "NPA_WORKFLOW_FENCE_SEQUENCE",
-    "NPA_WORKFLOW_FENCE_ATTEMPT",
-    "NPA_WORKFLOW_ATTEMPT",
-)
-
-
 # --- one task ---------------------------------------------------------------------------------
 
 
@@ -128,10 +120,6 @@ def _kubernetes_config(profile: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def attempt_id(workflow: str, run_id: str, task_name: str, attempt: int) -> str:
-    return hashlib.sha256(f"{workflow}/{run_id}/{task_name}/{attempt}".encode()).hexdigest()
-
-
 def _check_env_names(names: Iterable[str], what: str, state: str) -> None:
     for name in names:
         if not is_env_name(name):
@@ -174,19 +162,12 @@ def skypilot_task(
     extra = dict(extra_env or {})
     _check_env_names(step.env, "tool env", name)
     _check_env_names(extra, "env", name)
-    envs: dict[str, str] = {
-        "NPA_WORKFLOW_NAME": workflow,
-        "NPA_WORKFLOW_RUN_ID": run_id,
-        "NPA_WORKFLOW_STATE": name,
-        "NPA_WORKFLOW_ATTEMPT_ID": attempt_id(workflow, run_id, identity or name, attempt),
-        "NPA_WORKFLOW_FENCE_SEQUENCE": str(fence_sequence),
-        "NPA_WORKFLOW_FENCE_ATTEMPT": str(attempt),
-        "NPA_WORKFLOW_ATTEMPT": str(attempt),
-    }
+    envs = job_identity(workflow=workflow, run_id=run_id, task_name=name, identity=identity or name,
+                        wave_key=wave_identity(step.state, step.loops), fence_sequence=fence_sequence, attempt=attempt)
     if image:
-        envs["NPA_TASK_IMAGE"] = image
+        envs[JOB_IMAGE] = image
     if code_uri:
-        envs["NPA_WORKFLOW_CODE_URI"] = code_uri
+        envs[JOB_CODE_URI] = code_uri
     merged = {k: str(v) for k, v in step.env.items() if k not in envs}
     merged.update(envs)
     merged.update({k: str(v) for k, v in extra.items()})
@@ -362,7 +343,7 @@ def render_batch(
     return _dump_all([{"name": name, "execution": "parallel"}, *tasks])
 
 
-def launch_document(
+def launch_task(
     step: PlanStep,
     *,
     workflow: str,
@@ -374,9 +355,10 @@ def launch_document(
     extra_env: Mapping[str, str] | None = None,
     name: str = "",
     code_uri: str = "",
-) -> tuple[str, str]:
-    """(job name, YAML) of what launch submits for one wave: every step is its own job (a group's members
-    go through the state machine's Map, a sliding window, not batches), a single-task serial document.
+) -> tuple[str, dict[str, Any]]:
+    """(job name, task document) of what launch submits for one wave: every step is its own job (a group's
+    members go through the state machine's Map, a sliding window, not batches). Its `envs` are what the step
+    sees on any executor: a local job is started with exactly them.
 
     `fence_sequence` grows with each wave of the same state in the run (loop rounds, retries), so a stale
     job of an earlier round can be told from the current one; the attempt id is unique per wave and attempt.
@@ -386,7 +368,18 @@ def launch_document(
         step, workflow=workflow, run_id=run_id, fence_sequence=fence_sequence, attempt=attempt,
         secret_names=secret_names, extra_env=extra_env, identity=wave_identity(step.state, loops), code_uri=code_uri,
     )
-    return name, _dump_all([{"name": name, "execution": "serial"}, task])
+    return name, task
+
+
+def launch_yaml(name: str, task: Mapping[str, Any]) -> str:
+    """The single-task serial document of `launch_task`'s job."""
+    return _dump_all([{"name": name, "execution": "serial"}, task])
+
+
+def launch_document(step: PlanStep, **kwargs: Any) -> tuple[str, str]:
+    """(job name, YAML) of `launch_task`."""
+    name, task = launch_task(step, **kwargs)
+    return name, launch_yaml(name, task)
 
 
 def render_wave(

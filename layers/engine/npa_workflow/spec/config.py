@@ -2,7 +2,7 @@
 
 The existing engine resolves config in up to four passes and leaves what is left as literal
 text. We resolve each key after the keys it references, and report a reference cycle by
-name. Config values may use `config.*` and `run.*` tokens only.
+name. Config values may use `config.*` and `run.*` tokens only (`state.*`, `loop.*` and `params.*` belong to a state).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _references(config: Mapping[str, Any], problems: list[Problem]) -> tuple[dic
             problems.append(Problem(path, f"unrecognised token {text}", hint))
             bad.add(key)
         for scope, ref in references(value):
-            if scope in ("state", "loop"):
+            if scope in ("state", "loop", "params"):
                 problems.append(Problem(path, f"{scope}.* tokens are not allowed in config ({scope}.{ref})",
                                         "move the value into the state's params or command"))
                 bad.add(key)

@@ -3,11 +3,11 @@
 Shared by validation (run id `validate-run`, every loop counter = 1), the planner and the
 runtime's launch, so a state's command means the same thing everywhere.
 
-A param may read the base config and the state's *other* params (`round_uri:
-"{{config.root}}/r{{loop.train}}"`, `ckpt: "{{config.round_uri}}/ckpt"`): params resolve in
-dependency order, and params that reference each other in a ring are reported by name. A
-param that reads its own name reads the base config's value of that name (`prefix:
-"{{config.prefix}}/eval"` extends the global prefix).
+In a param, `{{config.K}}` reads the *base* config, as in the existing engine (`prefix:
+"{{config.prefix}}/eval"` extends the global prefix even where the state has a param `prefix`). The state's
+other params are read through their own scope, `{{params.K}}` (`round_uri: "{{config.root}}/r{{loop.train}}"`,
+`ckpt: "{{params.round_uri}}/ckpt"`), which cannot shadow config: params resolve in dependency order, and
+params that reference each other in a ring are reported by name.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ def resolve_param(value: Any, ctx: TokenContext) -> Any:
 
 
 def param_dependencies(params: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Param -> the sibling params its value reads (a param reading its own name reads base config)."""
+    """Param -> the sibling params its value reads (`{{params.K}}`; an unknown K is reported when it resolves)."""
     deps: dict[str, list[str]] = {}
     for key, value in params.items():
         refs = references(value) if isinstance(value, str) else []
-        deps[key] = [ref for scope, ref in refs if scope == "config" and ref in params and ref != key]
+        deps[key] = [ref for scope, ref in refs if scope == "params" and ref in params]
     return deps
 
 
@@ -52,6 +52,7 @@ def resolve_params(
 ) -> tuple[dict[str, Any], dict[str, TokenError]]:
     """(base config overlaid with the params, {param: error} for those that did not resolve).
 
+    `{{config.K}}` reads `base_config`, `{{params.K}}` the resolved sibling param K.
     A param whose sibling failed gets no error of its own: the root cause is reported where it is."""
     deps = param_dependencies(params)
     errors: dict[str, TokenError] = {}
@@ -60,27 +61,26 @@ def resolve_params(
         for key in cycle[:-1]:
             errors.setdefault(key, TokenError(
                 "params reference each other in a cycle: " + " -> ".join(f"params.{k}" for k in cycle),
-                "make one of them a literal value or read it from config"))
+                "make one of them a literal value or read it from config ({{config.KEY}})"))
             graph[key] = []
-    merged = dict(base_config)
+    resolved: dict[str, Any] = {}  # the params resolved so far: what `{{params.K}}` reads
     skipped: set[str] = set()
     for key in TopologicalSorter(graph).static_order():  # a param's siblings come before it
         if key in errors or any(dep in errors or dep in skipped for dep in deps[key]):
             skipped.add(key)
             continue
-        # The param's own name reads the base value; siblings read their resolved values.
-        config = {**merged, key: base_config[key]} if key in base_config else \
-            {k: v for k, v in merged.items() if k != key}
-        ctx = TokenContext(config=config, run=run, loops=loops, state_outputs=state_outputs or {})
+        ctx = TokenContext(config=base_config, run=run, loops=loops, state_outputs=state_outputs or {},
+                           params=resolved)
         try:
-            merged[key] = resolve_param(params[key], ctx)
+            resolved[key] = resolve_param(params[key], ctx)
         except TokenError as exc:
             errors[key] = exc
             skipped.add(key)
     # A param that did not resolve keeps its raw text, so the commands that read it are not
     # reported a second time for the same root cause (the caller reports `errors`).
-    for key in skipped:
-        merged[key] = params[key]
+    merged = dict(base_config)
+    for key in params:
+        merged[key] = params[key] if key in skipped else resolved[key]
     return merged, errors
 
 
@@ -91,7 +91,8 @@ def effective_config(
     loops: Mapping[str, int],
     state_outputs: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """Params resolve against the base config, their siblings (in dependency order), run, loops and outputs."""
+    """Params resolve against the base config, their siblings (`params.*`, in dependency order), run, loops and
+    outputs."""
     merged, errors = resolve_params(state.params, base_config, run, loops, state_outputs)
     for key, exc in errors.items():
         raise TokenError(f"params.{key}: {exc.message}", exc.hint)

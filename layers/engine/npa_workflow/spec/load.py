@@ -32,9 +32,24 @@ def load_spec(
         raise SpecError.single("apiVersion", f"this is a tool catalog ({CATALOG_API_VERSION}), not a workflow spec",
                                "name a workflow spec (apiVersion: npa.workflow/v0.0.1); give a catalog with "
                                "--catalog FILE", str(path))
-    cat = resolve_catalog(catalog, path)
+    try:
+        cat = resolve_catalog(catalog, path)
+    except SpecError as exc:
+        # The catalog's errors, then the spec's own: one round of fixes, not two.
+        raise SpecError(exc.problems + _without_catalog(raw, str(path), strict, allow_unknown_keys),
+                        exc.warnings) from None
     return validate_document(raw, file=str(path), catalog=cat, overrides=overrides, strict=strict,
                              allow_unknown_keys=allow_unknown_keys)
+
+
+def _without_catalog(raw: object, file: str, strict: bool, allow_unknown_keys: bool) -> list:
+    """The spec's errors that do not depend on its catalog (which could not be read): every toolRef would be
+    unknown and every `--var` a tool reads unread, so those are left out."""
+    try:
+        validate_document(raw, file=file, strict=strict, allow_unknown_keys=allow_unknown_keys)
+    except SpecError as exc:
+        return [p for p in exc.problems if not p.path.endswith(".toolRef") and not p.path.startswith("--var")]
+    return []
 
 
 def load_spec_text(

@@ -17,12 +17,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.spec.buckets import check_bucket_names
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog
 from npa_workflow.spec.config import VALIDATE_RUN_ID, RunContext, resolve_config
 from npa_workflow.spec.effective import resolve_params
+from npa_workflow.spec.followed import ignored_keys, unreachable_states
 from npa_workflow.spec.graph import find_cycle
 from npa_workflow.spec.hints import did_you_mean
 from npa_workflow.spec.ints import IntFieldError, resolve_bounded, yaml_bool
+from npa_workflow.spec.job_names import job_name_collisions
 from npa_workflow.spec.model import API_VERSIONS, PREDICATES, Metadata, Spec, State, known_keys
 from npa_workflow.spec.paths import join, pydantic_problems, yaml_type
 from npa_workflow.spec.tokens import (
@@ -32,10 +35,14 @@ from npa_workflow.spec.tokens import (
     find_suspicious,
     output_index,
     resolve_deep,
+    resolve_shell,
     resolve_text,
 )
 
 MAX_CONCURRENCY_LIMIT = 64
+# The largest group a run is known to finish (2,000 members: locally in ~5 min). At 10,000 every member's launch
+# re-read a 400 KB frozen spec while 64 others did, past the 10 s parse bound: the group failed, launching nothing.
+MAX_GROUP_MEMBERS = 2_000
 MAX_NUM_NODES = 32
 TOP_LEVEL_KEYS = known_keys(Spec)
 METADATA_KEYS = known_keys(Metadata)
@@ -112,8 +119,11 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[s
     return out
 
 
-# Config keys the engine itself reads (language reference §1.2): setting one is never a typo.
-ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision")
+# Config keys the engine itself reads (language reference §1.2): setting one is never a typo. The existing
+# engine's renderer also reads `require_baked_npa` and `source_sha` (its specs are rendered with
+# `--var source_sha=...`); ours accepts them and enforces nothing of them (docs/language.md says why).
+ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision",
+                      "require_baked_npa", "source_sha")
 # `{{config.KEY}}` and the bare `config.KEY` of `if:` and integer fields (`loop.max: config.rounds`).
 _CONFIG_READ_RE = re.compile(r"(?<![A-Za-z0-9_.])config\.([A-Za-z0-9_.\-]+)")
 
@@ -169,6 +179,7 @@ def validate_document(
     """`allow_unknown_keys` turns unknown keys into warnings; `strict` turns every warning into an error."""
     if not isinstance(raw, dict):
         raise SpecError.single("$", f"spec must be a mapping, got {yaml_type(raw)}", "start with 'apiVersion:'", file)
+    _refuse_skypilot_task(raw, file)
     c = _Collector(file, allow_unknown_keys)
     if overrides:
         _check_overrides(raw, overrides, catalog, c)
@@ -198,14 +209,24 @@ def validate_document(
     run_ctx, config_problems = resolve_config(merged_config, workflow, VALIDATE_RUN_ID, run_block)
     for problem in config_problems:
         c.add(problem)
+    if not config_problems:
+        for problem in check_bucket_names(merged_config, run_ctx.config):
+            c.add(problem)
 
     _check_profiles(profiles, run_ctx, catalog, c)
     if names:
         _check_states(states, names, profiles, catalog, run_ctx, c)
         _check_graph(states, c)
+        for problem in job_name_collisions(states):
+            c.add(problem)
+        _check_group_sizes(states, c)
         if len(states) == len(names):  # a state that failed to parse may be the terminal one
             _check_endings(states, initial, c)
+            _check_followed(states, initial, c)
 
+    _no_catalog_said_once(c)
+    if overrides:
+        _name_the_vars(c, raw, overrides)
     if strict:
         c.items = [Problem(p.path, p.message, p.hint, "error", p.file) for p in c.items]
     if c.errors:
@@ -504,6 +525,15 @@ def _check_if(expr: str, config: Mapping[str, Any], path: str, c: _Collector) ->
                 "use true/false, yes/no, on/off or 1/0")
 
 
+def _check_group_sizes(states: dict[str, State], c: _Collector) -> None:
+    for name, st in states.items():
+        if len(st.parallel) > MAX_GROUP_MEMBERS:
+            c.error(join("states", name, "parallel"),
+                    f"group '{name}' has {len(st.parallel):,} members, over the {MAX_GROUP_MEMBERS:,} a run is known "
+                    "to finish", f"split it into groups of at most {MAX_GROUP_MEMBERS:,} run one after the other, "
+                    "or into several runs")
+
+
 def _check_group(
     name: str, st: State, states: dict[str, State], names: list[str], run_ctx: RunContext, c: _Collector
 ) -> None:
@@ -617,12 +647,13 @@ def _check_executable(
 
 def _check_text(
     text: str, path: str, ctx: TokenContext, c: _Collector, forbidden: Mapping[str, str] | None = None,
-    prefix: str = "",
+    prefix: str = "", suspicious: bool = True,
 ) -> bool:
-    """Report token-shaped text that is not a token, tokens of a `forbidden` scope (scope -> where)
-    and every token that does not resolve. Returns True when the text is clean."""
+    """Report token-shaped text that is not a token (unless `suspicious` is off: a tool's text, reported against
+    its catalog), tokens of a `forbidden` scope (scope -> where) and every token that does not resolve. Returns
+    True when the text is clean."""
     clean = True
-    for raw, hint in find_suspicious(text):
+    for raw, hint in find_suspicious(text) if suspicious else ():
         c.error(path, f"unrecognised token {raw}", hint)
         clean = False
     for match in TOKEN_RE.finditer(text):
@@ -675,6 +706,7 @@ def _check_tokens(
     tool = catalog.get(st.tool_ref) if st.tool_ref else None
     if tool is not None:
         texts += [(join(p, "toolRef"), t, f"tool '{st.tool_ref}': ") for t in tool.argv]
+        _check_tool_argv(st.tool_ref or "", tool.argv, catalog, c)
     elif st.run is not None and not st.tool_ref:
         if st.run.argv:
             texts += [(join(p, "run", "argv", i), t, "") for i, t in enumerate(st.run.argv)]
@@ -685,9 +717,27 @@ def _check_tokens(
     ctx = TokenContext(config=eff, run=run_ctx.run, loops=loops, tolerate_unknown_state=True)
     for path, text, prefix in texts:
         _check_state_refs(text, path, states, names, c)
-        _check_text(text, path, ctx, c, prefix=prefix)
+        if _check_text(text, path, ctx, c, prefix=prefix, suspicious=not prefix) and path.endswith(".run.shell"):
+            _check_shell_quoting(text, path, ctx, c)
     if st.trigger is not None:
         _check_trigger(name, st, TokenContext(config=eff, run=run_ctx.run, loops=loops), run_ctx, c)
+
+
+def _check_shell_quoting(text: str, path: str, ctx: TokenContext, c: _Collector) -> None:
+    """Each value this run knows goes into the script as one word at its place (spec/shell_quote.py)."""
+    try:
+        resolve_shell(text, ctx)
+    except TokenError as exc:
+        c.error(path, exc.message, exc.hint)
+
+
+def _check_tool_argv(ref: str, argv: list[str], catalog: Catalog, c: _Collector) -> None:
+    """Token-shaped text in a tool's argv is the catalog's mistake: said once, at its place in the catalog file,
+    however many states use the tool (the collector keeps one of equal problems)."""
+    for i, text in enumerate(argv):
+        for raw, hint in find_suspicious(text):
+            c.add(Problem(f"tools.{ref}.argv[{i}]", f"unrecognised token {raw}", hint, "error",
+                          catalog.source or "the tool catalog"))
 
 
 def _check_trigger(name: str, st: State, ctx: TokenContext, run_ctx: RunContext, c: _Collector) -> None:
@@ -732,7 +782,7 @@ def _check_profiles(profiles: dict[str, dict[str, Any]], run_ctx: RunContext, ca
                     c: _Collector) -> None:
     """Every profile, used or not: tokens (config and run only), accelerators, num_nodes, `tool://` images."""
     ctx = TokenContext(config=run_ctx.config, run=run_ctx.run)
-    forbidden = {"state": "resource profiles", "loop": "resource profiles"}
+    forbidden = {"state": "resource profiles", "loop": "resource profiles", "params": "resource profiles"}
     for pname, body in profiles.items():
         pp = join("resources", pname)
         clean = [_check_text(text, path, ctx, c, forbidden) for path, text in _strings(body, pp)]
@@ -836,3 +886,67 @@ def _check_endings(states: dict[str, State], initial: str | None, c: _Collector)
             continue
         c.warn(join("states", name), f"the run can end at '{name}', which is not terminal",
                "add 'next', an unconditional transition, or 'terminal: true'")
+
+
+def _check_followed(states: dict[str, State], initial: str | None, c: _Collector) -> None:
+    """Keys the walk never follows where they stand, and states no path runs (spec.followed): warnings."""
+    for found in ignored_keys(states):
+        c.warn(join("states", found.state, found.key), found.message, found.hint)
+    for name in unreachable_states(states, initial):
+        c.warn(join("states", name), f"no path from the initial state '{initial}' reaches '{name}': it never runs",
+               "reach it with a next, a transition's goto or a sequence/parallel list (an edge that is followed), "
+               "or remove it")
+
+
+# SkyPilot task keys that a workflow spec never has at its top level (its `run` is a mapping, a task's a string)
+_SKYPILOT_TASK_KEYS = ("setup", "file_mounts", "num_nodes", "envs", "secrets", "service")
+
+
+def _refuse_skypilot_task(raw: dict[str, Any], file: str) -> None:
+    """A SkyPilot task YAML given where a workflow spec goes gets one line, not one per workflow field it lacks."""
+    if "apiVersion" in raw or "states" in raw:
+        return
+    if isinstance(raw.get("run"), str) or any(key in raw for key in _SKYPILOT_TASK_KEYS):
+        raise SpecError.single("$", "this is a SkyPilot task, not a workflow spec",
+                               "a workflow spec has apiVersion: npa.workflow/v0.0.1, kind: Workflow, metadata and "
+                               "states (a state runs a command: `run: {shell: ...}`); `npa-workflow render SPEC` "
+                               "shows the SkyPilot tasks a spec becomes", file)
+
+
+_NO_CATALOG = _tool_hint("", EMPTY_CATALOG)
+
+
+def _no_catalog_said_once(c: _Collector) -> None:
+    """Every unknown toolRef names its state; that no catalog was loaded at all is said once, on the first."""
+    said = False
+    for i, p in enumerate(c.items):
+        if p.hint == _NO_CATALOG:
+            if said:
+                c.items[i] = Problem(p.path, p.message, "(no tool catalog was loaded: see above)", p.severity, p.file)
+            said = True
+
+
+_CONFIG_TOKEN = re.compile(r"\{\{\s*config\.([A-Za-z0-9_]+)\s*\}\}")
+
+
+def _raw_at(raw: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(raw, dict) or "[" in part:
+            return None
+        raw = raw.get(part)
+    return raw
+
+
+def _name_the_vars(c: _Collector, raw: dict[str, Any], overrides: Mapping[str, str]) -> None:
+    """A field whose value a `--var` set through a config token (`maxConcurrency: "{{config.fit_concurrency}}"`
+    with `--var fit_concurrency=0`) is fixed by the var, not in the spec: its error says so."""
+    for i, p in enumerate(c.items):
+        if p.severity != "error" or p.path.startswith("--var"):
+            continue
+        value = _raw_at(raw, p.path)
+        keys = [k for k in _CONFIG_TOKEN.findall(value) if k in overrides] if isinstance(value, str) else []
+        if keys:
+            given = ", ".join(f"--var {k}={overrides[k]}" for k in keys)
+            c.items[i] = Problem(p.path, f"{p.message} (from {given})",
+                                 f"change {given}" + (f" ({p.hint})" if p.hint else ""), p.severity,
+                                 p.file)

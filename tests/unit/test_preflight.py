@@ -1,0 +1,124 @@
+"""Preflight (issue 21): every secret the plan's jobs need is checked before the first launch — by `run` in its
+environment, by the inbox in serve's environment or in the stack's step-secrets secret — naming the secret, the
+states that need it and the command that must have it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from npa_workflow.engine import wiring
+from npa_workflow.engine.preflight import environment_presence, needed_secrets, secret_problems
+from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
+from npa_workflow.spec.load import load_spec
+
+CATALOG = """\
+apiVersion: npa.workflow.tools/v1
+tools:
+  t.fit: {description: fit, argv: ["true"], image: python:3.11-slim}
+  t.publish: {description: publish, argv: ["true"], image: python:3.11-slim, secretEnv: [HF_TOKEN]}
+"""
+SPEC = """\
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {name: pre}
+states:
+  fit: {toolRef: t.fit, next: publish}
+  publish: {toolRef: t.publish, terminal: true}
+"""
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    (tmp_path / "tools.yaml").write_text(CATALOG)
+    path = tmp_path / "pre.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def test_the_secrets_a_plan_needs_are_named_with_their_states(spec: Path) -> None:
+    loaded = load_spec(spec, catalog=spec.parent / "tools.yaml")
+    assert needed_secrets(loaded) == {"HF_TOKEN": ["publish"]}
+    assert needed_secrets(loaded, ["DB_PASS"]) == {"DB_PASS": ["fit", "publish"], "HF_TOKEN": ["publish"]}
+    [problem] = secret_problems(loaded, environment_presence({"HF_TOKEN": "abc"}), where="here", fix="fix it")
+    assert "shorter than 4 characters" in problem.message  # too short to redact: refused before any launch too
+    assert secret_problems(loaded, environment_presence({"HF_TOKEN": "hf-real-value"}), where="", fix="") == []
+
+
+def test_run_refuses_before_anything_starts_naming_the_secret_the_state_and_run(spec: Path, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    runtime = LocalRuntime(LocalRunOptions(spec=spec, catalog=spec.parent / "tools.yaml", home=tmp_path / "home"))
+    with pytest.raises(LocalRunError) as raised:
+        runtime.run()
+    message = str(raised.value)
+    assert "states.publish: secret HF_TOKEN (for state publish) is not set" in message
+    assert "export it before `npa-workflow run`" in message
+    assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())
+    assert not (tmp_path / "home" / "jobs").exists()  # nothing launched
+
+
+def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secret(spec: Path,
+                                                                                    monkeypatch) -> None:
+    loaded = load_spec(spec, catalog=spec.parent / "tools.yaml")
+    present, where, fix = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "local"})
+    [problem] = secret_problems(loaded, present, where=where, fix=fix)
+    assert "the environment of npa-workflow serve" in problem.message
+    assert "restart serve" in problem.hint and "npa-workflow run" not in problem.hint + problem.message
+    assert wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot"}) is None  # nothing here can tell
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "x")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        arn = boto3.client("secretsmanager").create_secret(
+            Name="steps", SecretString=json.dumps({"OTHER": "some-value"}))["ARN"]
+        env = {wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV: arn, "AWS_DEFAULT_REGION": "us-east-1"}
+        present, where, fix = wiring.step_secret_presence(env)
+        [problem] = secret_problems(loaded, present, where=where, fix=fix)
+        assert f"secret HF_TOKEN (for state publish) is not set in the step-secrets secret {arn}" == problem.message
+        assert "some-value" not in problem.message + problem.hint  # keys only: no value in a message
+        boto3.client("secretsmanager").put_secret_value(SecretId=arn, SecretString=json.dumps({"HF_TOKEN": "hf-v"}))
+        present, where, fix = wiring.step_secret_presence(env)
+        assert secret_problems(loaded, present, where=where, fix=fix) == []
+    # a secret the inbox cannot read (no permission on an older stack): no verdict, the launch says
+    unreadable = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV:
+                                              "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf",
+                                              "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    assert unreadable is not None and unreadable[0](["HF_TOKEN"]) is None
+
+
+def test_the_inbox_rejects_a_run_whose_secret_serve_lacks_before_starting_it(spec: Path, monkeypatch) -> None:
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.adapters.sfn_executions import SfnExecutions
+    from npa_workflow.engine.context import Engine
+    from npa_workflow.engine.inbox import InboxSettings, handle_object
+    from npa_workflow.engine.runs import RunStore
+    from npa_workflow.ledger import DynamoLedger
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
+                       wiring.EXECUTOR_ENV: "local"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with mock_aws():
+        s3, sfn = boto3.client("s3"), boto3.client("stepfunctions")
+        s3.create_bucket(Bucket="engine")
+        s3.put_object(Bucket="engine", Key="catalog/tools.yaml", Body=CATALOG.encode())
+        ledger = DynamoLedger("ledger")
+        ledger.create_table()
+        store = S3Store(s3)
+        engine = Engine(ledger=ledger, runs=RunStore(store, "engine"), store=store, executor=None,  # type: ignore[arg-type]
+                        callbacks=None)  # type: ignore[arg-type]
+        put = s3.put_object(Bucket="engine", Key="inbox/pre.yaml", Body=SPEC.encode())
+        result = handle_object(engine, SfnExecutions(sfn), bucket="engine", key="inbox/pre.yaml", version_id=None,
+                               etag=put["ETag"], settings=InboxSettings(allow_ad_hoc=True, ad_hoc_role_arn="arn:r"))
+        assert result.status == "rejected"
+        [error] = result.errors
+        assert error["path"] == "states.publish" and "HF_TOKEN" in error["message"]
+        assert "npa-workflow serve" in error["message"] + error["hint"]
+        assert sfn.list_state_machines()["stateMachines"] == []  # nothing started
