@@ -44,13 +44,14 @@ def test_cancel_recorded_while_the_cleanup_runs(moto_engine) -> None:
     """The cancel lands after cleanup's first look and before its FAILED write: ABORTED, not FAILED."""
     _start(moto_engine)
     ledger = moto_engine.ledger
-    original = ledger.open_attempts
+    original = ledger.update_run_status
 
-    def cancel_meanwhile(run_id: str):  # cleanup lists the open attempts between its look and its write
-        ledger.request_cancel(run_id, "npa-workflow cancel")
-        return original(run_id)
+    def cancel_just_before(run_id: str, status, *args, **kwargs):  # the cancel lands right before the FAILED write
+        if status == RunStatus.FAILED:
+            ledger.request_cancel(run_id, "npa-workflow cancel")
+        return original(run_id, status, *args, **kwargs)
 
-    ledger.open_attempts = cancel_meanwhile  # type: ignore[method-assign]
+    ledger.update_run_status = cancel_just_before  # type: ignore[method-assign]
     out = cleanup(moto_engine, FAILED_TASK)
     run = ledger.get_run("r1")
     assert out["error"] == RUN_CANCELLED and run.status == RunStatus.ABORTED
