@@ -44,19 +44,17 @@ def test_cancel_recorded_while_the_cleanup_runs(moto_engine) -> None:
     """The cancel lands after cleanup's first look and before its FAILED write: ABORTED, not FAILED."""
     _start(moto_engine)
     ledger = moto_engine.ledger
-    original = ledger.get_run
-    landed: list[bool] = []
+    original = ledger.update_run_status
 
-    def cancel_meanwhile(run_id: str, **kwargs):  # cleanup reads the run between its look and its FAILED write
-        if not landed:
-            landed.append(True)
+    def cancel_just_before(run_id: str, status, *args, **kwargs):  # the cancel lands right before the FAILED write
+        if status == RunStatus.FAILED:
             ledger.request_cancel(run_id, "npa-workflow cancel")
-        return original(run_id, **kwargs)
+        return original(run_id, status, *args, **kwargs)
 
-    ledger.get_run = cancel_meanwhile  # type: ignore[method-assign]
+    ledger.update_run_status = cancel_just_before  # type: ignore[method-assign]
     out = cleanup(moto_engine, FAILED_TASK)
-    run = original("r1")
-    assert landed and out["error"] == RUN_CANCELLED and run.status == RunStatus.ABORTED
+    run = ledger.get_run("r1")
+    assert out["error"] == RUN_CANCELLED and run.status == RunStatus.ABORTED
     assert "cancelled with npa-workflow cancel" in run.error.message
 
 
@@ -86,6 +84,26 @@ def test_a_reaped_run_with_a_recorded_cancel_is_aborted_however_its_execution_en
     reap(moto_engine, "r1", f"execution ended {ended}", RunStatus(ended))
     run = moto_engine.ledger.get_run("r1")
     assert run.status == RunStatus.ABORTED and "cancelled with npa-workflow cancel" in run.error.message
+
+
+@pytest.mark.parametrize("error", ["States.HeartbeatTimeout", "States.Timeout"])
+def test_a_timeout_whose_job_had_exited_0_says_so_and_blames_no_schedule(moto_engine, error) -> None:
+    """The wait ran out (a frozen runtime, a late watch) after the job did its work: the message says the job
+    exited 0, lists it as nothing cancelled, and sends the user neither to the watch schedule nor the deadline."""
+    from npa_workflow.engine.launch import launch
+
+    from .conftest import wait_until
+
+    _start(moto_engine)
+    job_id = launch(moto_engine, {"run_id": "r1", "state": "work", "loops": {}, "token": "t1"})["job_id"]
+    local = moto_engine.executor.local
+    wait_until(lambda: local.statuses([job_id])[job_id].status == "SUCCEEDED", 10, "the job exited 0")
+    out = cleanup(moto_engine, {"run_id": "r1", "state": "work", "error": {"Error": error, "Cause": ""},
+                                "deadline": {"timeoutSeconds": 12, "heartbeatSeconds": 11}})
+    assert f"its job {job_id} exited 0" in out["cause"] and "cancelled job(s): none" in out["cause"], out
+    assert "watch schedule" not in out["cause"] and "raise it with" not in out["cause"]
+    [attempt] = moto_engine.ledger.attempts("r1")
+    assert attempt.status.value == "SUCCEEDED"
 
 
 # ------------------------------------------------------------------------------------------------ pauses

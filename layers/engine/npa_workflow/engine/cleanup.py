@@ -250,12 +250,31 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
         jobs, trouble = (left_running_text(left) if left else "no job was running"), ""
     else:
         reason = f"state '{owner}' {'timed out' if timed_out else 'failed'}: cancelled by cleanup"
+        open_before = engine.ledger.open_attempts(run_id) if timed_out else []
         cancelled, trouble = _best_effort_cancel(engine, run_id, reason)
         jobs = f"cancelled job(s): {', '.join(cancelled) or 'none'}"
+        finished = _succeeded_meanwhile(engine, open_before)
+        if finished:
+            # The job did its work within its deadline; what ran out was the wait for someone to say so. Blaming
+            # the watch schedule or the deadline would send the user to the wrong place.
+            message = (f"state '{owner}': its job {', '.join(finished)} exited 0, but the Task's wait ended "
+                       f"({error_name}) before its end was reported (locally: the runtime was paused or starved; in "
+                       "the cloud: the watch function's logs say why it did not report); the wave is recorded "
+                       "SUCCEEDED: resume the run to go on from it")
     if timed_out or trouble:
         message = "; ".join(part for part in (message, jobs if timed_out else "", trouble) if part)
         engine.ledger.update_run_status(run_id, RunStatus.FAILED, RunError(state=state, message=message))
     return {"error": name, "cause": message}
+
+
+def _succeeded_meanwhile(engine: Engine, attempts: list[Any]) -> list[str]:
+    """The jobs among these open attempts that cleanup found to have exited 0 (it records them SUCCEEDED)."""
+    done = []
+    for w in attempts:
+        now = engine.ledger.get_attempt(w.run_id, w.wave_key, w.attempt)
+        if now is not None and now.status == WaveStatus.SUCCEEDED and now.job_id:
+            done.append(now.job_id)
+    return done
 
 
 def _outage_text(engine: Engine) -> str:

@@ -104,6 +104,8 @@ class DurableAws:
         self._lock = threading.RLock()  # one writer: the sqlite connection and moto's DynamoDB writes
         self._paused = threading.local()
         self._closed = False
+        # The first write the disk refused (full, read-only): the runtime stops on it (local.runtime), resumable.
+        self.storage_fault: BaseException | None = None
         self.item_writes = 0  # grows with every DynamoDB write recorded: a reader knows when to look again
         self._item_listeners: list[Callable[[str, dict[str, Any], dict[str, Any] | None], None]] = []
         self._object_listeners: list[Callable[[str, str, str, int], None]] = []
@@ -119,7 +121,22 @@ class DurableAws:
         # After close, a straggling moto thread (an execution being stopped) writes to a stack that is going away.
         return not self._closed and not getattr(self._paused, "on", False)
 
+    @contextlib.contextmanager
+    def _noting_storage_faults(self) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.OperationalError, OSError) as exc:
+            from npa_workflow.storage_errors import is_storage_fault
+
+            if self.storage_fault is None and is_storage_fault(exc):
+                self.storage_fault = exc
+            raise
+
     def record_item(self, table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
+        with self._noting_storage_faults():
+            self._record_item(table, key, item)
+
+    def _record_item(self, table: str, key: dict[str, Any], item: dict[str, Any] | None) -> None:
         key_text = json.dumps(key, sort_keys=True)
         with self._lock:
             if self._closed:
@@ -179,6 +196,10 @@ class DurableAws:
             return list(self._db.execute("select key, item from items where tbl = ?", (table,)))
 
     def record_object(self, bucket: str, key: str, body: bytes | None) -> None:
+        with self._noting_storage_faults():
+            self._record_object(bucket, key, body)
+
+    def _record_object(self, bucket: str, key: str, body: bytes | None) -> None:
         name = hashlib.sha256(f"{bucket}\0{key}".encode()).hexdigest()
         path = self.bodies / name
         with self._lock:

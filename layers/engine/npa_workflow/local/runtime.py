@@ -260,6 +260,24 @@ def process_environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+class _LogSink:
+    """The handlers' log file, whose writes a full or read-only disk refuses quietly: `logging` would print a
+    "--- Logging error ---" traceback for every line (hundreds a minute); the run says what the disk did once."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    def write(self, text: str) -> int:
+        try:
+            return self._file.write(text)
+        except OSError:
+            return 0
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.flush()
+
+
 @contextlib.contextmanager
 def handler_logs_to(path: Path) -> Iterator[None]:
     """The handlers' structured logs go to a file: they would otherwise interleave with the CLI's output."""
@@ -267,7 +285,8 @@ def handler_logs_to(path: Path) -> Iterator[None]:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     swapped: list[tuple[logging.StreamHandler, Any]] = []
-    with open(path, "a", encoding="utf-8") as sink:
+    with open(path, "a", encoding="utf-8") as file:
+        sink = _LogSink(file)
         for name in HANDLER_MODULES:
             module = importlib.import_module(f"functions.{name}.handler")
             handler = getattr(getattr(module, "logger", None), "registered_handler", None)
@@ -702,6 +721,10 @@ class LocalRuntime:
                         trigger_waiting(mark)
             if status != "RUNNING":
                 return self._settled_status(sfn, status)
+            if waves.durable.storage_fault is not None:
+                # The run's state can no longer be written (a full or read-only disk): nothing it does from now on
+                # would be kept. Stop here, resumable, and say why (cli.run: one line with the fix).
+                raise waves.durable.storage_fault
             # Until the tick, a nudge, or the exit of a job the ledger recorded (the watch can finish its wave at
             # once). Another exit is let pass: a job of another run sharing the home, or one that ended before its
             # launch recorded it (that record nudges; a watch pass now could not finish the wave).

@@ -8,7 +8,8 @@ They get a gate's: a second HTTP server on 127.0.0.1 in the same process, in fro
 grant names, and refuses everything else with AWS's own AccessDenied shape. The cloud's counterpart is the
 cluster's role (docs/cloud.md).
 
-A grant is written by the launch, before the job starts, to `<runtime>/step-access/<key id>.json` (fsynced, 0600):
+A grant is written by the launch, before the job starts, to `<runtime>/step-access/<key id>.json` (0600, renamed
+into place):
 one per job, so a restarted runtime's gate honours the jobs it adopts. Its key id is the job's
 `AWS_ACCESS_KEY_ID` (random, 128 bits; the gate does not check signatures, so the key id is the credential); its
 places are read from what the step is told — every `s3://` URI of its command, environment, inputs, outputs
@@ -155,8 +156,9 @@ class StepAccess:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(grant.to_json(), fh)
-            fh.flush()
-            os.fsync(fh.fileno())  # a job never runs with a key its gate could not find after a restart
+        # Renamed into place before the job starts: a restarted runtime's gate finds it (the kernel keeps it through
+        # a process crash; only a power loss could drop it, and the job with it). Not fsynced: it is on every
+        # launch's path.
         os.replace(tmp, path)
         return {
             "AWS_ENDPOINT_URL": self.endpoint_url,
