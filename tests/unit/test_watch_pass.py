@@ -213,6 +213,12 @@ def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, 
     arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], name=run_id)["executionArn"]
     started = time.monotonic()
     if stop:
+        # moto's worker thread sets up the execution's environment after StartExecution returns; a stop before
+        # that meets no environment (AttributeError in moto's worker). Stop once it has entered its Wait state.
+        while not any(e["type"] == "WaitStateEntered"
+                      for e in sfn.get_execution_history(executionArn=arn)["events"]):
+            assert time.monotonic() < started + ORPHAN_JOB_SECONDS / 4, "moto never started the execution"
+            time.sleep(0.02)
         sfn.stop_execution(executionArn=arn)
     engine.callbacks = SfnCallbacks(sfn)
     engine.executions = SfnExecutions(sfn)
