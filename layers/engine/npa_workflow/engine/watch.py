@@ -121,6 +121,34 @@ class HeartbeatClock:
 _CLOCK = HeartbeatClock()
 
 
+class _OutageChecks:
+    """When a pass that reached the scheduler looks for an outage record to clear: always after this process
+    recorded one, else at most every `every` seconds per ledger. A watch Lambda passes once a tick, so it looks
+    every pass; the local runtime passes at every job's end, where a consistent GetItem a pass was one ledger
+    call more per wave (bench/local_overhead.py). An outage another process recorded is cleared within `every`."""
+
+    def __init__(self, every: float = 30.0) -> None:
+        self.every = every
+        self._lock = threading.Lock()
+        self._looked: dict[int, float] = {}  # id(ledger) -> when it was last looked at (monotonic)
+
+    def due(self, ledger: Any) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            looked = self._looked.get(id(ledger))
+            if looked is not None and now - looked < self.every:
+                return False
+            self._looked[id(ledger)] = now
+            return True
+
+    def recorded(self, ledger: Any) -> None:
+        with self._lock:
+            self._looked.pop(id(ledger), None)
+
+
+_OUTAGE_CHECKS = _OutageChecks()
+
+
 def _key(wave: WaveAttempt) -> str:
     return f"{wave.run_id}|{wave.wave_key}|{wave.attempt}"
 
@@ -245,12 +273,13 @@ class _Pass:
             observations = self.engine.executor.observe(tracked)
         except SchedulerUnreachable as exc:
             self.report.scheduler_unreachable = str(exc)
+            _OUTAGE_CHECKS.recorded(ledger)
             try:
                 self.report.scheduler_unreachable_since = ledger.record_scheduler_outage(str(exc))
             except Exception as record_exc:  # noqa: BLE001 - the heartbeats went out; the record is a courtesy
                 self.append("errors", f"scheduler outage record: {type(record_exc).__name__}: {record_exc}")
             return exc.observations
-        if ledger.scheduler_outage() is not None:
+        if _OUTAGE_CHECKS.due(ledger) and ledger.scheduler_outage() is not None:
             ledger.clear_scheduler_outage()
         return observations
 
