@@ -35,6 +35,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -130,20 +131,20 @@ class _OutageChecks:
     def __init__(self, every: float = 30.0) -> None:
         self.every = every
         self._lock = threading.Lock()
-        self._looked: dict[int, float] = {}  # id(ledger) -> when it was last looked at (monotonic)
+        self._looked: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # ledger -> when looked
 
     def due(self, ledger: Any) -> bool:
         now = time.monotonic()
         with self._lock:
-            looked = self._looked.get(id(ledger))
+            looked = self._looked.get(ledger)
             if looked is not None and now - looked < self.every:
                 return False
-            self._looked[id(ledger)] = now
+            self._looked[ledger] = now
             return True
 
     def recorded(self, ledger: Any) -> None:
         with self._lock:
-            self._looked.pop(id(ledger), None)
+            self._looked.pop(ledger, None)
 
 
 _OUTAGE_CHECKS = _OutageChecks()
