@@ -2,7 +2,7 @@
 
 Start-up is part of the interface (`bench/cli_startup.py`: `--help` and `validate` of a spec within 0.3 s):
 `main()` builds only the command it is asked for, so `validate` imports neither the run, stack and log
-commands nor rich, and typer builds the options of one command, not of all fifteen. Every module a command
+commands nor rich, and typer builds the options of one command, not of all seventeen. Every module a command
 needs beyond its options (the spec stack, the compiler, the AWS clients) is imported inside the command.
 `app`, the whole command tree, is what `--help`, an unknown command and the tests get.
 """
