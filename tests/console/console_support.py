@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -99,6 +100,16 @@ class Viewer(threading.Thread):
     def close(self) -> None:
         if self.conn is not None and self.conn.sock is not None:
             self.conn.sock.close()
+
+
+def stop_process(proc: Any, grace: float = 30) -> None:
+    """SIGTERM (serve cancels its jobs and exits), then SIGKILL past `grace` seconds (as tests/e2e's helper)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0.05) -> Any:

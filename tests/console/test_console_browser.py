@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import ARTIFACTS, CHROMIUM_ARGS, SPECS, LocalRunWriter, chromium_path, wait_until
+from console_support import ARTIFACTS, CHROMIUM_ARGS, SPECS, LocalRunWriter, chromium_path, stop_process, wait_until
 
 from npa_workflow.ledger import DecisionRecord, RunRecord, RunStatus, WaveStatus
 
@@ -67,12 +67,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         endpoint, console = wait_until(urls, 90, "serve printed its endpoint and console", interval=0.2)
         yield Stack(endpoint, console, home, ws)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         out.close()
 
 

@@ -139,6 +139,16 @@ def start_cli(*args: str, home: Path, cwd: Path | None = None) -> subprocess.Pop
                             text=True)
 
 
+def stop_process(proc: subprocess.Popen[Any], grace: float = 30) -> None:
+    """SIGTERM (a serve or run cancels its jobs and exits), then SIGKILL past `grace` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def aws_client(service: str, endpoint: str) -> Any:
     import boto3
 

@@ -21,6 +21,7 @@ from e2e_support import (
     free_port,
     job_gone,
     job_record,
+    stop_process,
     wait_until,
 )
 
@@ -64,12 +65,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         yield Stack(wait_until(endpoint, 60, "serve printed no endpoint"), home)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

@@ -24,6 +24,7 @@ from e2e_support import (  # noqa: E402
     group_alive,
     job_gone,
     job_record,
+    stop_process,
     wait_until,
 )
 
@@ -107,9 +108,4 @@ def test_serve_killed_then_restarted_accounts_for_every_run(tmp_path: Path) -> N
         restart_log = (home / "serve.out").read_text().split("--- restart ---")[-1]
         assert "inbox " not in restart_log, restart_log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
