@@ -61,6 +61,17 @@ def test_run_page_shows_the_graph_coloured_by_the_ledger_and_the_loop_round(gate
     assert 'id="cancel-link"' not in page.text
 
 
+def test_a_url_whose_run_id_breaks_the_run_id_rule_reaches_no_path(gate_run: LocalRunWriter) -> None:
+    """The run id names a folder of the home: `..`-shaped, spaced or over-long ids match no route."""
+    home = gate_run.run_dir.parents[1]
+    (home / "runs" / ".hidden").mkdir()
+    client, console = client_for(home)
+    for bad in (".hidden", "..x", "a%20b", "x" * 73):
+        for suffix in ("", "/events", "/logs"):
+            assert client.get(f"/runs/{bad}{suffix}").status_code == 404, (bad, suffix)
+    assert client.get(f"/runs/{gate_run.run_id}").status_code == 200
+
+
 def test_runs_page_filters_by_workflow_and_status_and_pages(tmp_path: Path) -> None:
     home = tmp_path / "home"
     for i in range(120):

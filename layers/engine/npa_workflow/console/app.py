@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -42,8 +43,25 @@ from starlette.staticfiles import StaticFiles
 from npa_workflow.console import svg, views
 from npa_workflow.console.sources import ActionRefused, RunData
 from npa_workflow.console.watch import Hub, Update
+from npa_workflow.protocol.run_ids import RUN_ID_MAX
 
 HERE = Path(__file__).parent
+
+
+class _RunIdConvertor(Convertor[str]):
+    """A URL's run id matches the run-id rule (protocol.run_ids) or the route does not match (404): the id names a
+    folder under the home (`runs/<run id>/`), so `..` or anything else a run id cannot be never reaches a path."""
+
+    regex = f"[A-Za-z0-9][A-Za-z0-9_-]{{0,{RUN_ID_MAX - 1}}}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("run_id", _RunIdConvertor())
 PAGE_SIZE = 50
 LOG_TAIL_BYTES = 64 * 1024
 SESSION_COOKIE = "npa_console_session"
@@ -344,12 +362,12 @@ class Console:
     def app(self) -> Starlette:
         routes = [
             Route("/", self.runs),
-            Route("/runs/{run_id}", self.run_page),
-            Route("/runs/{run_id}/events", self.events),
-            Route("/runs/{run_id}/logs", self.log_page),
-            Route("/runs/{run_id}/logs/events", self.log_events),
-            Route("/runs/{run_id}/{action}", self.confirm, methods=["GET"]),
-            Route("/runs/{run_id}/{action}", self.act, methods=["POST"]),
+            Route("/runs/{run_id:run_id}", self.run_page),
+            Route("/runs/{run_id:run_id}/events", self.events),
+            Route("/runs/{run_id:run_id}/logs", self.log_page),
+            Route("/runs/{run_id:run_id}/logs/events", self.log_events),
+            Route("/runs/{run_id:run_id}/{action}", self.confirm, methods=["GET"]),
+            Route("/runs/{run_id:run_id}/{action}", self.act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=self.hosts)])
