@@ -2,7 +2,7 @@
 `npa-workflow status --json` of the same run; and the runs page among 10,000 runs.
 
 The run is a local run's folder as `npa-workflow run` keeps it (meta.json and its ledger, written through the real
-durable layer, `local.durable_aws`): a leaf loop of 1,000 rounds, each round one wave. The console reads it
+durable layer, `embedded_aws.durable_aws`): a leaf loop of 1,000 rounds, each round one wave. The console reads it
 through `console.sources.LocalSource`, as `npa-workflow console` does.
 
 - `status --json`: the CLI as a user runs it (a process: start-up included), and its read alone in this process
@@ -37,8 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "engine"))
 
+from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, DurableAws  # noqa: E402
 from npa_workflow.ledger import RunRecord, WaveAttempt, WaveStatus  # noqa: E402
-from npa_workflow.local.durable_aws import RUN_STATE_DIR, DurableAws  # noqa: E402
 
 TABLE = "npa-workflow-ledger"
 warnings.filterwarnings("ignore", message=".*httpx2.*")  # Starlette's TestClient on httpx: the figures are the same

@@ -25,7 +25,7 @@ ISSUE = {"tail_8mb": "11.8 s", "tail_100mb": "> 300 s", "yaml_bomb": "131 s", "s
 TAIL = """
 import os, sys, tempfile, time
 from pathlib import Path
-from npa_workflow.local.executor import LocalExecutor
+from npa_workflow.local_jobs.executor import LocalExecutor
 size = int(sys.argv[1])
 ex = LocalExecutor(Path(tempfile.mkdtemp()) / "state")
 log = ex.jobs_dir / "local-bench.log"

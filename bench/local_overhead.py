@@ -19,20 +19,20 @@ Where the time goes and what was cut (this 2-core machine, shared; baseline = ma
 on a loaded machine):
 
 - moto's DynamoDB response serializer searched a dozen alias names per member of every `AttributeValue`: a
-  20-item `Query` cost ~100 ms CPU. `local.moto_speedups` writes wire-form attribute values directly (same
+  20-item `Query` cost ~100 ms CPU. `embedded_aws.moto_speedups` writes wire-form attribute values directly (same
   JSON), parses each JSONPath once, and hands the validated ASL program to the first execution. CPU/wave
   389 -> 183 ms, wall/wave 778 -> 325 ms (load average ~9: two other helpers and a CI run).
 - Every call of the process's own clients to moto went through a socket, an HTTP request written and parsed on
-  both sides and a new server thread (~1.7 ms CPU a call, a dozen calls a wave): `local.in_process_calls` hands
+  both sides and a new server thread (~1.7 ms CPU a call, a dozen calls a wave): `embedded_aws.in_process_calls` hands
   them to the server's own WSGI app in place. The live display read every attempt of the run through moto twice
   a second: `local.run_waves` reads the durable record, only after a write. moto's interpreter made a boto3
-  client per Lambda Task (~4 ms): kept per endpoint (`local.moto_speedups`). Same run, load ~2-4:
+  client per Lambda Task (~4 ms): kept per endpoint (`embedded_aws.moto_speedups`). Same run, load ~2-4:
   overhead per wave 281 -> 154 ms (N=20), CPU/wave 297 -> 119 ms.
 - CPython's collector walked the ~400,000 objects of moto, botocore and the handlers at every full collection
-  (4-5 during a start-up, ~100-200 ms each, more during the waves, and once more at exit): `local.heap` pauses
+  (4-5 during a start-up, ~100-200 ms each, more during the waves, and once more at exit): `embedded_aws.heap` pauses
   it while the stack starts and freezes the start-up heap; `run` freezes it again before the interpreter's exit
   collection. Each botocore session parsed the SDK's JSON models again (endpoints.json four times):
-  `local.sdk_models` shares them across loaders. Same run, load ~1-2: overhead per wave 214 -> 98 ms, setup
+  `embedded_aws.sdk_models` shares them across loaders. Same run, load ~1-2: overhead per wave 214 -> 98 ms, setup
   2.88 -> 1.46 s; `npa-workflow run` of a one-state echo spec 4.05 -> 1.99 s wall (median of 5, A/B 0.49);
   `serve` ready (serve.json written) 3.74 -> 2.54 s (median of 3).
 - An `UpdateExpression` parsed once per text; the waiting loop sleeps on inotify's notice of the jobs folder.

@@ -1,7 +1,7 @@
 """One watch tick with 100 / 1,000 / 10,000 active waves: wall time and AWS calls per wave.
 
 The ledger (DynamoDB), the store (S3) and Step Functions are moto, in this process, with the speed-ups the
-local stack applies to it (`local.moto_speedups`: the same results, DynamoDB responses serialized faster);
+local stack applies to it (`embedded_aws.moto_speedups`: the same results, DynamoDB responses serialized faster);
 every wave is RUNNING on a scheduler that answers the one batched status call with "running" (an executor
 of the port, so the figures are the watch pass's own, not SkyPilot's; its queue call is one call per tick
 whatever N). The
@@ -100,10 +100,10 @@ def one_size(n: int, revision: str | None) -> list[tuple[str, float, float, Coun
 
     from npa_workflow.adapters.s3_store import S3Store
     from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
+    from npa_workflow.embedded_aws.moto_speedups import moto_speedups
     from npa_workflow.engine.context import Engine
     from npa_workflow.engine.runs import RunStore
     from npa_workflow.ledger import DynamoLedger
-    from npa_workflow.local.moto_speedups import moto_speedups
 
     watch = load_watch(revision)
     rows = []

@@ -1,4 +1,4 @@
-"""Mutations of moto speed-ups 2, 5 and 11 (`local/moto_speedups.py`), each run against
+"""Mutations of moto speed-ups 2, 5 and 11 (`embedded_aws/moto_speedups.py`), each run against
 tests/unit/test_moto_speedups.py: every mutation must fail a test (a cache that ignores what it must not).
 
     .venv/bin/python scripts/mutate_moto_speedups.py [NAME ...]
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-MODULE = Path(__file__).resolve().parents[1] / "layers/engine/npa_workflow/local/moto_speedups.py"
+MODULE = Path(__file__).resolve().parents[1] / "layers/engine/npa_workflow/embedded_aws/moto_speedups.py"
 TESTS = "tests/unit/test_moto_speedups.py"
 
 _NAMES = "names = tuple(sorted((self.expression_attribute_names or {}).items()))"

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, DurableAws
 from npa_workflow.ledger import RunRecord, WaveAttempt, WaveStatus
-from npa_workflow.local.durable_aws import RUN_STATE_DIR, DurableAws
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"

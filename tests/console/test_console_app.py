@@ -254,9 +254,9 @@ def test_a_stacks_run_is_read_once_per_write_or_poll_for_20_viewers(tmp_path: Pa
     viewers cost one read per write. From another process (`console --endpoint`): one read per poll interval,
     shared by the 20. moto in server mode in this process, as serve runs it."""
     from npa_workflow.console.sources import StackSource
+    from npa_workflow.embedded_aws.durable_aws import durable_aws
+    from npa_workflow.embedded_aws.moto_server import start_moto_server
     from npa_workflow.ledger import RunRecord, RunStatus, WaveAttempt
-    from npa_workflow.local.durable_aws import durable_aws
-    from npa_workflow.local.moto_server import start_moto_server
     from npa_workflow.stack_client import StackClient
 
     moto = start_moto_server()

@@ -1,4 +1,4 @@
-"""Lambda handlers for tests/e2e/test_event_pump.py (run in-process by moto through local.moto_lambda)."""
+"""Lambda handlers for tests/e2e/test_event_pump.py (run in-process by moto through embedded_aws.moto_lambda)."""
 
 from __future__ import annotations
 

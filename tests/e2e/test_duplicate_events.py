@@ -19,7 +19,7 @@ def test_a_run_with_every_event_delivered_twice_doubles_nothing(tmp_path: Path,
     """At-least-once delivery: the watch and reap events twice each, and still one attempt per wave, one run end."""
     from e2e_support import run, workspace, write_spec
 
-    from npa_workflow.local import moto_lambda
+    from npa_workflow.embedded_aws import moto_lambda
 
     monkeypatch.setenv("NPA_WORKFLOW_DUPLICATE_EVENTS", "1")
     ws = workspace(tmp_path)

@@ -1,5 +1,5 @@
-"""The twin's event pump and Lambda semantics (local.event_pump, local.moto_lambda), each test naming the AWS
-behaviour: S3 "Object Created" through EventBridge in AWS's shape, asynchronous invocations retried twice then
+"""The twin's event pump and Lambda semantics (embedded_aws.event_pump, embedded_aws.moto_lambda), each test naming the
+AWS behaviour: S3 "Object Created" through EventBridge in AWS's shape, asynchronous invocations retried twice then
 sent to the on-failure destination, at-least-once delivery, the configured timeout enforced."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pump_handlers  # noqa: E402
 from e2e_support import aws_client  # noqa: E402
 
-from npa_workflow.local.event_pump import EventPump, encode_event_key, object_created_event  # noqa: E402
-from npa_workflow.local.moto_lambda import in_process_lambdas  # noqa: E402
-from npa_workflow.local.moto_server import start_moto_server  # noqa: E402
+from npa_workflow.embedded_aws.event_pump import EventPump, encode_event_key, object_created_event  # noqa: E402
+from npa_workflow.embedded_aws.moto_lambda import in_process_lambdas  # noqa: E402
+from npa_workflow.embedded_aws.moto_server import start_moto_server  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from e2e_support import cli, run, workspace, write_spec  # noqa: E402
 
-from npa_workflow.local.durable_aws import DurableAws  # noqa: E402
+from npa_workflow.embedded_aws.durable_aws import DurableAws  # noqa: E402
 from npa_workflow.local.gc import find_prunable  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
@@ -56,7 +56,7 @@ def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(
 def test_gc_keeps_a_run_whose_job_still_runs(tmp_path: Path) -> None:
     """A job left running (--no-cancel-on-timeout, or one that outlived its launcher) keeps its record: without it
     `npa-workflow jobs cancel` could not find it. Once it has ended, the run is prunable with its job files."""
-    from npa_workflow.local.executor import LocalExecutor
+    from npa_workflow.local_jobs.executor import LocalExecutor
 
     home = tmp_path / "home"
     local = LocalExecutor(home, env={"PATH": "/usr/bin:/bin"}, grace_seconds=1.0)

@@ -1,4 +1,5 @@
-"""`local.in_process_calls`: the process's own calls reach moto's app without the socket, with the same answers."""
+"""`embedded_aws.in_process_calls`: the process's own calls reach moto's app without the socket, with the same
+answers."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from npa_workflow.local.in_process_calls import in_process_calls
-from npa_workflow.local.moto_server import MotoServer, start_moto_server
+from npa_workflow.embedded_aws.in_process_calls import in_process_calls
+from npa_workflow.embedded_aws.moto_server import MotoServer, start_moto_server
 
 KEY = "dir/a b+ü%?.txt"  # a space, a plus, non-ASCII, a percent and a question mark: all escaped in the URL
 
@@ -113,7 +114,7 @@ def test_signature_skipped_only_for_sigv4_requests_answered_in_place(server: Mot
     zero signature; S3's signer (moto reads its payload hash) and requests to anything else are signed as ever."""
     from botocore.awsrequest import AWSResponse
 
-    from npa_workflow.local.in_process_calls import _Body
+    from npa_workflow.embedded_aws.in_process_calls import _Body
 
     env = server.client_env()
     keys = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],

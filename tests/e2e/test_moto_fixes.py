@@ -1,4 +1,4 @@
-"""The twin behaves as AWS does where moto does not (`local.moto_fixes`), each test naming the AWS behaviour."""
+"""The twin behaves as AWS does where moto does not (`embedded_aws.moto_fixes`), each test naming the AWS behaviour."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The start-up shortcuts of `local.moto_server` move work, they do not drop behaviour."""
+"""The start-up shortcuts of `embedded_aws.moto_server` move work, they do not drop behaviour."""
 
 from __future__ import annotations
 
 from werkzeug.routing import Map, Rule
 
-from npa_workflow.local.moto_server import _lazy_url_builders
+from npa_workflow.embedded_aws.moto_server import _lazy_url_builders
 
 
 def test_lazy_url_builders_still_build_and_match() -> None:

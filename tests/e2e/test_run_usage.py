@@ -28,8 +28,8 @@ from e2e_support import (  # noqa: E402
     write_spec,
 )
 
+from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, held_elsewhere  # noqa: E402
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.durable_aws import RUN_STATE_DIR, held_elsewhere  # noqa: E402
 from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import npa_workflow
-from npa_workflow.local import containment
-from npa_workflow.local.executor import JobInfo, LocalExecutor
+from npa_workflow.local_jobs import containment
+from npa_workflow.local_jobs.executor import JobInfo, LocalExecutor
 from npa_workflow.plan.model import PlanStep
 
 PY = sys.executable
@@ -104,7 +104,7 @@ def moto_engine(tmp_path: Path, monkeypatch):
     from npa_workflow.engine.context import Engine
     from npa_workflow.engine.runs import RunStore
     from npa_workflow.ledger import DynamoLedger
-    from npa_workflow.local.job_executor import LocalJobExecutor
+    from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
     dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
     for key, value in dummy.items():

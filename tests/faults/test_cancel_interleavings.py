@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from npa_workflow.embedded_aws.pause_aware_waits import PauseAwareEvent, pause_aware_waits
 from npa_workflow.engine.cleanup import cleanup, reap
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
-from npa_workflow.local.pause_aware_waits import PauseAwareEvent, pause_aware_waits
 from npa_workflow.protocol.errors import RUN_CANCELLED
 
 SPEC = """

@@ -11,7 +11,7 @@ from npa_workflow.engine import errors
 from npa_workflow.engine.launch import launch
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.ledger import RunRecord
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
 from .conftest import wait_until
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from npa_workflow.local import containment
-from npa_workflow.local.executor import SUCCEEDED, LocalExecutor
+from npa_workflow.local_jobs import containment
+from npa_workflow.local_jobs.executor import SUCCEEDED, LocalExecutor
 
 from .conftest import PY, alive, read_pid, wait_terminal, wait_until
 

@@ -73,7 +73,7 @@ def test_logs_and_status_against_serve_from_another_folder_read_serves_home(tmp_
         status = client("status", run_id)
         assert status.returncode == 0 and f"log of join attempt 1: {home / 'jobs'}" in status.stdout, status.stdout
         assert not (client_dir / ".npa-workflow").exists()  # nothing looked for, or made, in the client's folder
-        # serve's steps reached S3 through the step gate, each with a key of its own (local.step_gate)
+        # serve's steps reached S3 through the step gate, each with a key of its own (embedded_aws.step_gate)
         grants = list((home / "serve" / "step-access").glob("NPASTEP*.json"))
         assert len(grants) >= 5, grants  # prepare, three shards, join, done
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_workflow.local.executor import CANCELLED, SUCCEEDED, LocalExecutor
+from npa_workflow.local_jobs.executor import CANCELLED, SUCCEEDED, LocalExecutor
 
 from .conftest import PY, alive, read_pid, wait_terminal, wait_until
 
@@ -105,7 +105,7 @@ def test_an_ended_jobs_cgroup_is_removed_off_the_status_read(ex: LocalExecutor, 
     kernel to remove the job's cgroup: a thread of the executor does, and close() removes what is still queued."""
     import threading
 
-    from npa_workflow.local import containment
+    from npa_workflow.local_jobs import containment
 
     if mode != "cgroup":
         pytest.skip("no cgroups: nothing to remove")

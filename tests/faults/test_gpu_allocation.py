@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from npa_workflow.engine.ports import JobRequest, SubmitError
-from npa_workflow.local.accelerators import requested_gpus
-from npa_workflow.local.executor import PENDING, RUNNING, SUCCEEDED, GpuRequestError, LocalExecutor
-from npa_workflow.local.gpu_devices import NvidiaSmi, parse_nvidia_smi_list
-from npa_workflow.local.job_executor import UNENFORCED_NOTICE, LocalJobExecutor
+from npa_workflow.local_jobs.accelerators import requested_gpus
+from npa_workflow.local_jobs.executor import PENDING, RUNNING, SUCCEEDED, GpuRequestError, LocalExecutor
+from npa_workflow.local_jobs.gpu_devices import NvidiaSmi, parse_nvidia_smi_list
+from npa_workflow.local_jobs.job_executor import UNENFORCED_NOTICE, LocalJobExecutor
 
 from .conftest import PY, alive, plan_step, wait_terminal, wait_until
 
@@ -221,7 +221,7 @@ def test_a_lock_folder_that_cannot_be_made_fails_the_job_with_the_reason(gpu_box
 LAUNCHER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from npa_workflow.local.executor import LocalExecutor
+    from npa_workflow.local_jobs.executor import LocalExecutor
     ex = LocalExecutor(Path(sys.argv[1]), env={**os.environ})
     print(ex.launch("held", [sys.executable, "-c", sys.argv[2], sys.argv[3]], gpus=2), flush=True)
     time.sleep(30)

@@ -14,9 +14,9 @@ import pytest
 
 from npa_workflow import redact
 from npa_workflow.engine.ports import JobRequest, TrackedJob
-from npa_workflow.local.executor import TAIL_BYTES, LocalExecutor
-from npa_workflow.local.job_environment import PASS_ENV
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.executor import TAIL_BYTES, LocalExecutor
+from npa_workflow.local_jobs.job_environment import PASS_ENV
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
 from .conftest import PY, plan_step, wait_terminal, wait_until
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from npa_workflow.engine.ports import JobRequest
-from npa_workflow.local.executor import FAILED, RUNNING, LocalExecutor
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.executor import FAILED, RUNNING, LocalExecutor
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
 from .conftest import ENGINE_ROOT, PY, plan_step, wait_terminal, wait_until
 
@@ -27,7 +27,7 @@ LAUNCHER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    import npa_workflow.local.executor as ex_mod
+    import npa_workflow.local_jobs.executor as ex_mod
     kill_at, when = int(sys.argv[2]), sys.argv[3]
     real_write, calls = ex_mod._write_json_atomic, [0]
     def write(path, data):

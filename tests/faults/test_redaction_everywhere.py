@@ -17,7 +17,7 @@ import pytest
 from npa_workflow import redact
 from npa_workflow.cli import logs as logs_cli
 from npa_workflow.engine.ports import JobRequest
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
 from .conftest import PY, plan_step, wait_terminal
 

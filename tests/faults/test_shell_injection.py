@@ -26,7 +26,7 @@ from npa_workflow.engine.launch import launch
 from npa_workflow.engine.runs import RunStore
 from npa_workflow.engine.watch import watch_pass
 from npa_workflow.ledger import DynamoLedger
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 from npa_workflow.spec.load import load_spec_text
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,5 +1,5 @@
 """A local step cannot reach the control plane (issue 18, item 3): its credentials reach the S3 places its run
-names, through the step gate (`local.step_gate`), never the ledger, Step Functions, the inbox, the frozen runs
+names, through the step gate (`embedded_aws.step_gate`), never the ledger, Step Functions, the inbox, the frozen runs
 or another run's objects. Real step subprocesses, real moto behind the gate, real boto3 clients."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from npa_workflow.local.moto_server import start_moto_server
+from npa_workflow.embedded_aws.moto_server import start_moto_server
+from npa_workflow.embedded_aws.step_gate import Grant, StepAccess, start_step_gate
 from npa_workflow.local.runtime import LocalRunOptions, run_local
-from npa_workflow.local.step_gate import Grant, StepAccess, start_step_gate
 
 # The step: every attempt a hostile step would make, each answer written down; then its own output.
 PROBE = r'''

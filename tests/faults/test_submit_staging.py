@@ -15,7 +15,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from npa_workflow.local.moto_server import start_moto_server
+from npa_workflow.embedded_aws.moto_server import start_moto_server
 from npa_workflow.local.runtime import ENGINE_BUCKET
 
 pytestmark = pytest.mark.timeout(120)

@@ -30,8 +30,8 @@ from infra_support import (
     Synth,
 )
 
+from npa_workflow.embedded_aws.moto_lambda import LambdaContext
 from npa_workflow.engine import wiring
-from npa_workflow.local.moto_lambda import LambdaContext
 from npa_workflow.protocol import functions as function_table
 
 SPEC = "fanout"
@@ -106,9 +106,9 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
     from functions.reap.handler import handler as reap_handler
     from functions.trigger.handler import handler as trigger_handler
     from functions.watch.handler import handler as watch_handler
-    from npa_workflow.local.moto_fixes import moto_fixes
-    from npa_workflow.local.moto_lambda import in_process_lambdas
-    from npa_workflow.local.moto_server import start_moto_server
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+    from npa_workflow.embedded_aws.moto_lambda import in_process_lambdas
+    from npa_workflow.embedded_aws.moto_server import start_moto_server
 
     synth = default_synth
     stack = synth.stack

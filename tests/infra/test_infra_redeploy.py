@@ -68,9 +68,9 @@ def test_a_deploy_of_a_changed_spec_mid_wave_leaves_the_run_on_its_definition_an
 
     from functions.inbox.handler import handler as inbox_handler
     from functions.watch.handler import handler as watch_handler
-    from npa_workflow.local.moto_fixes import moto_fixes
-    from npa_workflow.local.moto_lambda import in_process_lambdas
-    from npa_workflow.local.moto_server import start_moto_server
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+    from npa_workflow.embedded_aws.moto_lambda import in_process_lambdas
+    from npa_workflow.embedded_aws.moto_server import start_moto_server
     from npa_workflow.stack_client import StackClient, StackError
 
     before, after = _synth(tmp_path, "after"), _synth(tmp_path, "renamed")

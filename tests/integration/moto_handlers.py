@@ -1,7 +1,7 @@
 """Lambda handlers for the moto adapter contract test (tests/integration/test_moto_lambda_adapter.py).
 
 They run in-process, in the moto server's request threads, through
-:mod:`npa_workflow.local.moto_lambda`; module state is shared with the test.
+:mod:`npa_workflow.embedded_aws.moto_lambda`; module state is shared with the test.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from typing import Any
 import boto3
 import pytest
 
-from npa_workflow.local import moto_lambda
-from npa_workflow.local.moto_lambda import MotoAdapterError, in_process_lambdas
-from npa_workflow.local.moto_server import MotoServer, start_moto_server
+from npa_workflow.embedded_aws import moto_lambda
+from npa_workflow.embedded_aws.moto_lambda import MotoAdapterError, in_process_lambdas
+from npa_workflow.embedded_aws.moto_server import MotoServer, start_moto_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import moto_handlers as handlers  # noqa: E402
@@ -343,9 +343,9 @@ def test_heartbeat_timeout_without_heartbeats(aws: Aws) -> None:
 
 def test_the_twin_names_a_missed_heartbeat_as_aws_does(aws: Aws) -> None:
     # AWS: a Task whose heartbeat did not come within HeartbeatSeconds fails with States.HeartbeatTimeout (its
-    # TaskTimedOut event says so); moto says States.Timeout (above). The twin's fix (local.moto_fixes, fix 5)
+    # TaskTimedOut event says so); moto says States.Timeout (above). The twin's fix (embedded_aws.moto_fixes, fix 5)
     # restores AWS's name: a Catch on States.HeartbeatTimeout alone matches it.
-    from npa_workflow.local.moto_fixes import heartbeat_timeout_name
+    from npa_workflow.embedded_aws.moto_fixes import heartbeat_timeout_name
 
     definition = {
         "StartAt": "Wave",
@@ -509,7 +509,7 @@ def test_choice_on_a_field(aws: Aws) -> None:
 
 
 # --------------------------------------------------------------------------- the twin's corrections of moto
-# local.moto_fixes, each against what AWS documents, for any ASL (generic machines, not the compiled ones).
+# embedded_aws.moto_fixes, each against what AWS documents, for any ASL (generic machines, not the compiled ones).
 # Step Functions error handling: "States.Timeout: A Task state either ran longer than the TimeoutSeconds value,
 # or failed to send a heartbeat for a period longer than the HeartbeatSeconds value." "States.HeartbeatTimeout:
 # A Task state failed to send a heartbeat for a period longer than the HeartbeatSeconds value."
@@ -520,7 +520,7 @@ def _heartbeat_task(aws: Aws, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_catch_on_states_timeout_catches_a_missed_heartbeat(aws: Aws) -> None:
-    from npa_workflow.local.moto_fixes import moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 
     definition = {"StartAt": "Wave", "States": {
         "Wave": _heartbeat_task(aws, Catch=[{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error",
@@ -534,7 +534,7 @@ def test_a_catch_on_states_timeout_catches_a_missed_heartbeat(aws: Aws) -> None:
 
 
 def test_a_retry_on_states_timeout_retries_a_missed_heartbeat(aws: Aws) -> None:
-    from npa_workflow.local.moto_fixes import moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 
     definition = {"StartAt": "Wave", "States": {
         "Wave": _heartbeat_task(aws, Retry=[{"ErrorEquals": ["States.Timeout"], "MaxAttempts": 1,
@@ -551,7 +551,7 @@ def test_a_retry_on_states_timeout_retries_a_missed_heartbeat(aws: Aws) -> None:
 
 def test_a_catch_on_states_heartbeat_timeout_does_not_catch_a_task_past_its_timeout(aws: Aws) -> None:
     # The specific name covers only the heartbeat: a Task past TimeoutSeconds is States.Timeout alone.
-    from npa_workflow.local.moto_fixes import moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 
     definition = {"StartAt": "Wave", "States": {
         "Wave": token_task(aws.fn_arns["store_token"], TimeoutSeconds=1,
@@ -590,7 +590,7 @@ def _tolerance_machine(**tolerance: Any) -> dict[str, Any]:
 ], ids=lambda v: json.dumps(v) if isinstance(v, dict) else v)
 def test_a_distributed_map_fails_when_either_tolerance_is_exceeded(aws: Aws, tolerance: dict[str, Any],
                                                                     status: str) -> None:
-    from npa_workflow.local.moto_fixes import EXCEED_TOLERATED_FAILURE, moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import EXCEED_TOLERATED_FAILURE, moto_fixes
 
     items = [{"fail": True}, {"fail": False}, {"fail": False}, {"fail": False}]
     with moto_fixes():
@@ -603,7 +603,7 @@ def test_a_distributed_map_fails_when_either_tolerance_is_exceeded(aws: Aws, tol
 def test_a_stopped_execution_is_aborted_with_no_task_timeouts_while_a_group_runs(aws: Aws) -> None:
     # StopExecution: "Stops an execution ... the execution's status is ABORTED". Members waiting on their task
     # tokens end with it; none of them times out.
-    from npa_workflow.local.moto_fixes import moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 
     definition = {"StartAt": "Group", "States": {"Group": {
         "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 2, "End": True,

@@ -10,7 +10,7 @@ What is real and what stands in (tests/interpreter/README in docs/interpreters.m
 - the interpreter is `harness.mjs` on aws-local-stepfunctions, a child process speaking JSON lines;
 - S3 and the DynamoDB ledger are a moto server on 127.0.0.1, as in the twin; jobs are local processes;
 - every Task is answered by the handler the cloud runs (`functions/<name>/handler.py`), in this process, with
-  the Lambda context and error body of the twin's in-process Lambdas (`local.moto_lambda`);
+  the Lambda context and error body of the twin's in-process Lambdas (`embedded_aws.moto_lambda`);
 - the run is frozen and recorded by `engine.start.start_run`, the inbox's own function, through the engine's
   `Executions` port, here `HarnessExecutions`: it hands the execution input to the harness and describes the
   execution from the harness's end of it;
@@ -151,7 +151,7 @@ def _invoke_handler(function_arn: str, event: Any, handlers: Mapping[str, str]) 
     """Call the function's real handler as the twin's in-process Lambda does (context, error body)."""
     import importlib
 
-    from npa_workflow.local.moto_lambda import error_body
+    from npa_workflow.embedded_aws.moto_lambda import error_body
 
     try:
         module_name, _, attr = handlers[function_arn].rpartition(".")
@@ -166,7 +166,7 @@ def _status_change(starter: HarnessExecutions, status: str) -> dict[str, Any]:
     """What EventBridge sends the reap function when the execution has ended (the twin's event builder)."""
     from dataclasses import replace
 
-    from npa_workflow.local.event_pump import execution_status_event
+    from npa_workflow.embedded_aws.event_pump import execution_status_event
 
     return execution_status_event(replace(starter.describe(starter.arn), status=status))
 
@@ -194,14 +194,14 @@ def start_harness(home: Path) -> subprocess.Popen[str]:
 
 def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any]:
     from npa_workflow.compile.asl import CompileOptions, compile_spec
+    from npa_workflow.embedded_aws.event_pump import scheduled_event
+    from npa_workflow.embedded_aws.moto_server import start_moto_server
     from npa_workflow.engine import wiring
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.engine.start import start_run
     from npa_workflow.local import runtime
-    from npa_workflow.local.event_pump import scheduled_event
-    from npa_workflow.local.job_exits import JobExits
-    from npa_workflow.local.moto_server import start_moto_server
     from npa_workflow.local.report import build_report
+    from npa_workflow.local_jobs.job_exits import JobExits
     from npa_workflow.protocol import functions as function_table
     from npa_workflow.spec.catalog import find_catalog
     from npa_workflow.spec.load import load_spec
@@ -335,8 +335,8 @@ def handlers_module(name: str) -> Any:
 
 
 def _context(function_arn: str) -> Any:
-    """The Lambda context the twin's in-process Lambdas give a handler (`local.moto_lambda.LambdaContext`)."""
-    from npa_workflow.local.moto_lambda import LambdaContext
+    """The Lambda context the twin's in-process Lambdas give a handler (`embedded_aws.moto_lambda.LambdaContext`)."""
+    from npa_workflow.embedded_aws.moto_lambda import LambdaContext
 
     name = function_arn.rsplit(":", 1)[-1]
     return LambdaContext(function_name=name, function_version="$LATEST", invoked_function_arn=function_arn,

@@ -17,7 +17,7 @@ from npa_workflow.cli.progress import WAITING_FOR_GPUS, print_summary, shown_sta
 from npa_workflow.cli.run import LineProgress
 from npa_workflow.engine.wiring import HOME_ENV
 from npa_workflow.ledger import WaveAttempt, WaveStatus
-from npa_workflow.local.executor import LocalExecutor, waiting_for_gpus
+from npa_workflow.local_jobs.executor import LocalExecutor, waiting_for_gpus
 
 # The job: wait (at most 20 s) for the release file.
 HOLD = ("import os, sys, time\nd = time.monotonic() + 20\n"

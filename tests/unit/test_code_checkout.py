@@ -1,4 +1,4 @@
-"""A run's staged code checked out for local jobs (local.code_checkout), on moto S3: complete or absent, reused by
+"""A run's staged code checked out for local jobs (local_jobs.code_checkout), on moto S3: complete or absent, reused by
 digest, and never written outside its folder whatever the manifest says."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from npa_workflow.code_stage import stage_code
-from npa_workflow.local.code_checkout import CodeCheckoutError, checkout
+from npa_workflow.local_jobs.code_checkout import CodeCheckoutError, checkout
 from npa_workflow.render.code import MANIFEST, code_bundle
 
 

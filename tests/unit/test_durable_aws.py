@@ -9,7 +9,7 @@ import time
 import boto3
 from moto import mock_aws
 
-from npa_workflow.local.durable_aws import DurableAws, durable_aws
+from npa_workflow.embedded_aws.durable_aws import DurableAws, durable_aws
 
 BUCKET = "durable-test"
 

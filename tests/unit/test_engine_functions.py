@@ -28,7 +28,7 @@ from npa_workflow.engine.watch import watch_pass
 from npa_workflow.engine.watermarks import on_object_created
 from npa_workflow.errors import SpecError
 from npa_workflow.ledger import DynamoLedger, RunRecord, WaveStatus
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
 PY = sys.executable
 SPEC = f"""

@@ -1,4 +1,4 @@
-"""`local.execution_ends`: moto's interpreter tells the runtime when an execution ends, with its status set."""
+"""`embedded_aws.execution_ends`: moto's interpreter tells the runtime when an execution ends, with its status set."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from npa_workflow.local.execution_ends import execution_ends
+from npa_workflow.embedded_aws.execution_ends import execution_ends
 
 PASS_MACHINE = json.dumps({"StartAt": "p", "States": {"p": {"Type": "Pass", "End": True}}})
 FAIL_MACHINE = json.dumps({"StartAt": "f", "States": {"f": {"Type": "Fail", "Error": "Boom", "Cause": "c"}}})

@@ -1,10 +1,10 @@
-"""`local.heap.settled_heap`: collection paused while the stack starts, the start-up heap frozen, all undone."""
+"""`embedded_aws.heap.settled_heap`: collection paused while the stack starts, the start-up heap frozen, all undone."""
 
 from __future__ import annotations
 
 import gc
 
-from npa_workflow.local.heap import settled_heap
+from npa_workflow.embedded_aws.heap import settled_heap
 
 
 def test_paused_then_frozen_then_restored() -> None:

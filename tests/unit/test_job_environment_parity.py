@@ -1,7 +1,7 @@
 """One job environment: for every example of specs/, each state's local job (a real subprocess started by the
 local executor) sees exactly the variables of the SkyPilot task launch renders for it (`envs`): the identity of
 `protocol.environment`, the catalog's `env` and the engine's job env. The local job has on top only its base
-(`local.job_environment`'s allow-list) and its executor's own markers."""
+(`local_jobs.job_environment`'s allow-list) and its executor's own markers."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from npa_workflow.engine.context import Engine
 from npa_workflow.engine.launch import launch
 from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.ledger import DynamoLedger, RunRecord
-from npa_workflow.local.gang import NODE_VARIABLES
-from npa_workflow.local.job_environment import base_environment
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.gang import NODE_VARIABLES
+from npa_workflow.local_jobs.job_environment import base_environment
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 from npa_workflow.plan.planner import build_plan
 from npa_workflow.protocol.environment import JOB_IDENTITY
 from npa_workflow.protocol.keys import loop_keys

@@ -1,4 +1,4 @@
-"""`local.job_exits.JobExits`: a job's exit file wakes the waiter; other entries and `stop` do as they should."""
+"""`local_jobs.job_exits.JobExits`: a job's exit file wakes the waiter; other entries and `stop` do as they should."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from npa_workflow.local.job_exits import JobExits
+from npa_workflow.local_jobs.job_exits import JobExits
 
 
 def later(seconds: float, action) -> threading.Thread:
@@ -61,7 +61,7 @@ def test_stop_ends_the_wait_and_a_missing_folder_is_polled(tmp_path: Path) -> No
 @pytest.mark.parametrize("notices", [False, True])
 def test_the_same_with_or_without_notices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, notices: bool) -> None:
     if not notices:
-        monkeypatch.setattr("npa_workflow.local.job_exits._folder_notices", lambda folder: None)
+        monkeypatch.setattr("npa_workflow.local_jobs.job_exits._folder_notices", lambda folder: None)
     exits = JobExits(tmp_path)
     later(0.05, lambda: exit_file(tmp_path, "local-e.exit"))
     assert exits.wait(5.0, threading.Event()) is True
@@ -71,7 +71,7 @@ def test_the_same_with_or_without_notices(tmp_path: Path, monkeypatch: pytest.Mo
 def test_a_nudge_ends_the_wait_at_once_and_only_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      notices: bool) -> None:
     if not notices:
-        monkeypatch.setattr("npa_workflow.local.job_exits._folder_notices", lambda folder: None)
+        monkeypatch.setattr("npa_workflow.local_jobs.job_exits._folder_notices", lambda folder: None)
     exits = JobExits(tmp_path)
     stop = threading.Event()
     later(0.05, exits.nudge)  # from another thread, while the wait sleeps
@@ -107,7 +107,7 @@ def test_notices_name_the_exit_without_listing_the_folder(tmp_path: Path, monkey
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's notices are Linux inotify")
 def test_an_overflow_or_a_new_folder_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from npa_workflow.local import job_exits
+    from npa_workflow.local_jobs import job_exits
 
     folder = tmp_path / "jobs"
     folder.mkdir()

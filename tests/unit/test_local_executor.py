@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import npa_workflow
-from npa_workflow.local.executor import (
+from npa_workflow.local_jobs.executor import (
     CANCELLED,
     FAILED,
     RUNNING,
@@ -168,7 +168,7 @@ def test_find_by_name_exact_match(ex: LocalExecutor) -> None:
 
 
 def test_find_by_name_reads_the_name_index_not_every_record(ex: LocalExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
-    from npa_workflow.local import executor as executor_module
+    from npa_workflow.local_jobs import executor as executor_module
 
     job = ex.launch("run2.a.a1", [PY, "-c", "pass"], env={}, cwd=None)
     for i in range(30):  # other jobs of the home: never read by a lookup of another name
@@ -247,7 +247,7 @@ def test_job_outcome_visible_from_another_process(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        from npa_workflow.local.executor import LocalExecutor
+        from npa_workflow.local_jobs.executor import LocalExecutor
         ex = LocalExecutor(Path({str(state)!r}))
         print(ex.launch("detached", [sys.executable, "-c", "import time, sys; time.sleep(0.5); sys.exit(5)"],
                         env={{}}, cwd=None))

@@ -1,4 +1,4 @@
-"""`local.moto_speedups`: each speed-up gives what moto's own path gives (the JSON it writes, the JSONPath it
+"""`embedded_aws.moto_speedups`: each speed-up gives what moto's own path gives (the JSON it writes, the JSONPath it
 parses, the program it runs), and is undone on exit."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from npa_workflow.local import moto_speedups as speedups
-from npa_workflow.local.moto_speedups import (
+from npa_workflow.embedded_aws import moto_speedups as speedups
+from npa_workflow.embedded_aws.moto_speedups import (
     backends_found_once,
     conditions_parsed_once_per_request,
     conditions_tokenized_once,
@@ -243,7 +243,7 @@ def test_backends_found_once_are_moto_answers(monkeypatch: pytest.MonkeyPatch) -
     from moto import backends
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
-    from npa_workflow.local.moto_server import start_moto_server
+    from npa_workflow.embedded_aws.moto_server import start_moto_server
 
     hosts = ["dynamodb.us-east-1.amazonaws.com", "states.us-east-1.amazonaws.com", "lambda.eu-west-1.amazonaws.com",
              "s3.amazonaws.com", "bucket.s3.amazonaws.com", "moto_api", "sqs"]

@@ -1,4 +1,4 @@
-"""`num_nodes: N` on one machine (`local.gang` through `local.job_executor`): N real processes of the step's
+"""`num_nodes: N` on one machine (`local_jobs.gang` through `local_jobs.job_executor`): N real processes of the step's
 command with SkyPilot 0.14.1's node variables, started together, ended together, and each node's own GPUs."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from npa_workflow.engine.ports import JobRequest
-from npa_workflow.local.executor import LocalExecutor
-from npa_workflow.local.gang import node_environment
-from npa_workflow.local.job_executor import LocalJobExecutor
+from npa_workflow.local_jobs.executor import LocalExecutor
+from npa_workflow.local_jobs.gang import node_environment
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 from npa_workflow.plan.model import PlanStep
 
 pytestmark = pytest.mark.timeout(120)

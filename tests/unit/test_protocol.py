@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from npa_workflow.compile.asl import compile_spec, execution_input
-from npa_workflow.local.moto_lambda import error_body
+from npa_workflow.embedded_aws.moto_lambda import error_body
 from npa_workflow.protocol import errors, functions, run_ids
 from npa_workflow.protocol.execution import ExecutionInput, MapItem, run_id_of_input
 from npa_workflow.protocol.keys import WaveKey, decode_loops, group_keys, loop_keys

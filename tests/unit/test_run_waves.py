@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from npa_workflow.embedded_aws.durable_aws import durable_aws
 from npa_workflow.ledger import DynamoLedger, Watermark, WaveStatus
-from npa_workflow.local.durable_aws import durable_aws
 from npa_workflow.local.run_waves import RunWaves
 
 

@@ -1,11 +1,11 @@
-"""`local.sdk_models`: botocore's data parsed once per process, each loader still getting its own answer."""
+"""`embedded_aws.sdk_models`: botocore's data parsed once per process, each loader still getting its own answer."""
 
 from __future__ import annotations
 
 import botocore.session
 from botocore.loaders import Loader
 
-from npa_workflow.local.sdk_models import sdk_models_parsed_once
+from npa_workflow.embedded_aws.sdk_models import sdk_models_parsed_once
 
 
 def model(loader: Loader, service: str = "dynamodb") -> dict:

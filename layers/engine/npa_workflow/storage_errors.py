@@ -1,7 +1,7 @@
 """What the disk did, said in one line: a full disk, a read-only or unwritable home, a damaged state file.
 
 These are not bugs of ours and get no traceback: the line names the path, what the system said and the fix. A
-run stopped by one stays resumable (its state is written whole or not at all: `local.durable_aws`, atomic
+run stopped by one stays resumable (its state is written whole or not at all: `embedded_aws.durable_aws`, atomic
 renames), so the fix of a full disk is to free space and `--resume`.
 """
 

@@ -124,7 +124,7 @@ def apply_pass_env(names: list[str] | None) -> None:
     """`--pass-env NAME…`: recorded in `$NPA_WORKFLOW_PASS_ENV`, which the local executor reads (same process)."""
     import os
 
-    from npa_workflow.local.job_environment import PASS_ENV, invalid_pass_env
+    from npa_workflow.local_jobs.job_environment import PASS_ENV, invalid_pass_env
 
     if not names:
         return

@@ -27,8 +27,8 @@ def _fail(line: str, code: int = 1) -> typer.Exit:
 
 def cancel_local(job_id: str, grace: float, timeout: float) -> str:
     """Cancel a local job by exact id; returns what happened, in words (raises LookupError if unknown)."""
-    from npa_workflow.local.executor import LocalExecutor
     from npa_workflow.local.runtime import local_home
+    from npa_workflow.local_jobs.executor import LocalExecutor
 
     home = local_home()
     # No jobs folder (no run started here, or a home that is a file): no such job. The executor would make the

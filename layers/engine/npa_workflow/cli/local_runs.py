@@ -38,7 +38,7 @@ def local_report(run_dir: Path) -> dict[str, Any] | None:
 def _unended(run_dir: Path) -> str:
     """An execution with no end recorded: RUNNING while a process holds the run's state (the runtime's lock),
     else INTERRUPTED (its process was killed: `run --resume` continues it), the word `gc` uses too."""
-    from npa_workflow.local.durable_aws import RUN_STATE_DIR, held_elsewhere
+    from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, held_elsewhere
 
     return "RUNNING" if held_elsewhere(run_dir / RUN_STATE_DIR) else "INTERRUPTED"
 
@@ -69,7 +69,7 @@ class LocalRunFollower:
     def _still_held(self) -> bool:
         import time
 
-        from npa_workflow.local.durable_aws import RUN_STATE_DIR, held_elsewhere
+        from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, held_elsewhere
 
         if time.monotonic() - self._probed_at >= self.lock_probe_seconds:
             self._held, self._probed_at = held_elsewhere(self.run_dir / RUN_STATE_DIR), time.monotonic()
@@ -81,7 +81,7 @@ class LocalRunFollower:
         if ended and (done := local_report(self.run_dir)) is not None:
             return done
         from npa_workflow.cli.logs import local_run_spec
-        from npa_workflow.local.durable_aws import run_ledger_items
+        from npa_workflow.embedded_aws.durable_aws import run_ledger_items
         from npa_workflow.local.report import build_report
 
         if self._loaded is None:

@@ -4,7 +4,7 @@ Every wave attempt in the ledger names its job; a local job's combined stdout an
 `<home>/jobs/<job-id>.log` (home: `$NPA_WORKFLOW_HOME`, else `./.npa-workflow`, the folder the run or
 `serve` was started from). Where the run's ledger comes from:
 
-- a local `run`: its ledger kept under `<home>/runs/<run-id>/` (`local.durable_aws.run_ledger_items`);
+- a local `run`: its ledger kept under `<home>/runs/<run-id>/` (`embedded_aws.durable_aws.run_ledger_items`);
 - a `serve` stack (`--endpoint`): its ledger table, the logs under serve's own home, which serve publishes in
   its bucket (`protocol.stack.SERVE_HOME_KEY`), so a client in any folder finds them;
 - a deployed stack (`--stack`): its ledger table; a step is a SkyPilot managed job, whose log the
@@ -18,7 +18,7 @@ Only the last `--bytes` of each log are read, so a multi-gigabyte training log c
 
 What is printed is redacted (`npa_workflow.redact`) of the secrets the job was given (the names in its job record
 and the run's frozen options), with the values this process's environment holds: a local job's log file is
-already written redacted (`local.job_wrapper`); a SkyPilot job's log, read from the API server, is redacted here.
+already written redacted (`local_jobs.job_wrapper`); a SkyPilot job's log, read from the API server, is redacted here.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def _sources(waves: list[Any], loaded: Any, home: Path, run_secrets: tuple[str, 
 
 def local_run_sources(run_id: str, home: Path) -> list[LogSource]:
     """The wave attempts of a local `run`, from the ledger file the runtime keeps."""
+    from npa_workflow.embedded_aws.durable_aws import run_ledger_items
     from npa_workflow.ledger import WaveAttempt
-    from npa_workflow.local.durable_aws import run_ledger_items
 
     run_dir = home / "runs" / run_id
     items = run_ledger_items(run_dir)
@@ -259,7 +259,7 @@ def show_skypilot(source: LogSource, budget: int, sky: Any) -> None:
 
 def local_runtime_alive(home: Path, run_id: str) -> bool:
     """Whether the `npa-workflow run` of this local run still runs (it holds its embedded AWS's state)."""
-    from npa_workflow.local.durable_aws import held_elsewhere
+    from npa_workflow.embedded_aws.durable_aws import held_elsewhere
     from npa_workflow.local.runtime import AWS_STATE_DIR
 
     state = home / "runs" / run_id / AWS_STATE_DIR

@@ -18,7 +18,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-# A local job held until the GPUs it asks for are free (local.executor): the ledger says LAUNCHING (the report
+# A local job held until the GPUs it asks for are free (local_jobs.executor): the ledger says LAUNCHING (the report
 # RUNNING) — its job exists but has not started, and would not until another job gives its devices back.
 WAITING_FOR_GPUS = "WAITING_FOR_GPUS"
 # A timed-out wave whose job --no-cancel-on-timeout kept, and which still runs (the ledger says FAILED).
@@ -44,7 +44,7 @@ def shown_status(status: str, job_id: str | None, home: Path | None = None) -> s
     if status in _ENDED or not job_id or not job_id.startswith("local-"):
         return status  # a SkyPilot job's id is a number: SkyPilot's own queue says what it waits for
     from npa_workflow.cli.logs import logs_home
-    from npa_workflow.local.executor import waiting_for_gpus
+    from npa_workflow.local_jobs.executor import waiting_for_gpus
 
     return WAITING_FOR_GPUS if waiting_for_gpus(home or logs_home(), job_id) else status
 
@@ -146,7 +146,7 @@ def still_running(job_id: str, home: Path | None = None) -> bool:
     if not job_id.startswith("local-"):
         return True
     from npa_workflow.cli.logs import logs_home
-    from npa_workflow.local.executor import LocalExecutor
+    from npa_workflow.local_jobs.executor import LocalExecutor
 
     info = LocalExecutor(home or logs_home()).status(job_id)
     return info is not None and not info.is_terminal

@@ -227,7 +227,7 @@ def run_command(
     )
 
     # The interpreter's last collection at exit would walk every object moto and botocore left (~400,000, a
-    # quarter of a second): frozen first, they are skipped (the process is ending; memory only, see local.heap).
+    # quarter of a second): frozen first, they are skipped (the process is ending; memory only, see embedded_aws.heap).
     atexit.register(gc.freeze)
 
     if resume and not run_id:

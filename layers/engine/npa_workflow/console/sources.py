@@ -6,7 +6,7 @@
   runs, and continues with `run --resume`).
 - `StackSource`: a `serve` stack (`--endpoint`) or a deployed one (`--stack`), through `stack_client.StackClient`
   (its ledger, its frozen specs, cancel and resume). Inside `serve` the durable layer tells of every ledger
-  write (`local.durable_aws.DurableAws.item_written`), so a run is read when it changed; from another process a
+  write (`embedded_aws.durable_aws.DurableAws.item_written`), so a run is read when it changed; from another process a
   run is read once per poll interval, shared by every viewer (`console.watch`).
 
 `read(run_id)` is the one ledger read of a run (it counts them: `reads`); everything a page shows of a run is
@@ -94,13 +94,13 @@ class LocalSource(_Counting):
         return rows
 
     def current_states(self, run_id: str) -> list[str]:
-        from npa_workflow.local.durable_aws import run_ledger_items
+        from npa_workflow.embedded_aws.durable_aws import run_ledger_items
 
         items = run_ledger_items(self.home / "runs" / run_id) or []
         return _running_states(items)
 
     def change_token(self, run_id: str) -> Hashable:
-        from npa_workflow.local.durable_aws import RUN_STATE_DIR, STATE_FILE
+        from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, STATE_FILE
 
         run_dir = self.home / "runs" / run_id
         token = []

@@ -154,7 +154,7 @@ def left_running_text(job_ids: list[str]) -> str:
 
 def _member_failure(cause: str) -> tuple[str, str] | None:
     """The failed child's (error, cause) a Map's `States.ExceedToleratedFailureThreshold` cause carries, as the twin
-    writes it (`… (item N: ERROR: CAUSE)`, local/moto_fixes.py); None when it names none (AWS's own cause)."""
+    writes it (`… (item N: ERROR: CAUSE)`, embedded_aws/moto_fixes.py); None when it names none (AWS's own cause)."""
     head, found, detail = cause.partition(" (item ")
     if not found or not detail.endswith(")"):
         return None

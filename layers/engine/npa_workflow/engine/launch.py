@@ -8,7 +8,7 @@ A cancelled run launches nothing: `npa-workflow cancel` records the request in t
 anything, every launch reads it first (and fails its token with `Wave.Cancelled`), and a launch that
 submitted while the cancel was being recorded reads it again after recording its job and cancels that job
 by exact id. The job's identity (the attempt's job name) is in the ledger before the submit; the local
-executor makes the job's own identity durable before it can start (local/executor.py).
+executor makes the job's own identity durable before it can start (local_jobs/executor.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Variables:
   else `.npa-workflow` in the current directory);
 - `AWS_ENDPOINT_URL`: set by the local runtime to its embedded moto server; every client uses it;
 - `NPA_WORKFLOW_STEP_ENDPOINT`, `NPA_WORKFLOW_STEP_GRANTS`: the local runtime's step gate
-  (`local.step_gate`): each local job gets the gate's endpoint and credentials of its own, for the S3 places
+  (`embedded_aws.step_gate`): each local job gets the gate's endpoint and credentials of its own, for the S3 places
   its run names, never the embedded AWS's endpoint (no ledger, no Step Functions). Without a gate (a harness
   that starts moto alone) jobs get the endpoint and the dummy credentials.
 """
@@ -78,8 +78,8 @@ def local_state_dir(env: Mapping[str, str] | None = None) -> Path:
 def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint but no
     step gate, that endpoint, dummy credentials and a region (with a gate, each job's own credentials are laid
-    over this by the executor: `local.step_gate.StepAccess`)."""
-    from npa_workflow.local.step_gate import ENDPOINT_ENV
+    over this by the executor: `embedded_aws.step_gate.StepAccess`)."""
+    from npa_workflow.embedded_aws.step_gate import ENDPOINT_ENV
 
     env = os.environ if env is None else env
     python_dir = str(Path(sys.executable).parent)
@@ -150,8 +150,8 @@ def _build(env: Mapping[str, str]) -> Engine:
         executor: JobExecutor = LazyExecutor(lambda: _skypilot_executor(env, aws))
         job_env: dict[str, str] = {}
     else:
-        from npa_workflow.local.job_executor import LocalJobExecutor
-        from npa_workflow.local.step_gate import StepAccess
+        from npa_workflow.embedded_aws.step_gate import StepAccess
+        from npa_workflow.local_jobs.job_executor import LocalJobExecutor
 
         access = StepAccess.from_environment(env, bucket, region or DEFAULT_REGION)
         executor = LocalJobExecutor(local_state_dir(env), step_access=access)

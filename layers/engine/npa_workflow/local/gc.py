@@ -1,7 +1,7 @@
 """Prune old local runs: `npa-workflow gc` (dry run unless `yes=True`).
 
 A local run keeps, under the local home, `runs/<run-id>/` (meta, report, handler logs and `aws/`, its stack's
-DynamoDB items and S3 objects: `local.durable_aws`) and, per job of the run, `jobs/<job-id>.*` (the local
+DynamoDB items and S3 objects: `embedded_aws.durable_aws`) and, per job of the run, `jobs/<job-id>.*` (the local
 executor's record, log and exit files). A run is prunable when nothing has written to its folder for
 `older_than_seconds`, no process holds it (`runs/<run-id>/aws/lock`, held by the runtime while the run goes) and
 none of its jobs still runs (a job left running by `--no-cancel-on-timeout`, or one that outlived its launcher,
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npa_workflow.local.durable_aws import RUN_STATE_DIR, held_elsewhere, run_ledger_items
+from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, held_elsewhere, run_ledger_items
 
 __all__ = ["Prunable", "find_prunable", "prune"]
 
@@ -60,7 +60,7 @@ def _job_ids(run_dir: Path) -> set[str]:
 
 
 def _job_files(home: Path, job_ids: set[str]) -> list[Path]:
-    from npa_workflow.local.executor import job_files
+    from npa_workflow.local_jobs.executor import job_files
 
     return sorted(p for job_id in job_ids for p in job_files(home / "jobs", job_id))
 
@@ -70,7 +70,7 @@ def _running_jobs(home: Path, job_ids: set[str]) -> bool:
     local = sorted(j for j in job_ids if (home / "jobs" / f"{j}.json").is_file())
     if not local:
         return False
-    from npa_workflow.local.executor import LocalExecutor
+    from npa_workflow.local_jobs.executor import LocalExecutor
 
     return any(not info.is_terminal for info in LocalExecutor(home).statuses(local).values())
 

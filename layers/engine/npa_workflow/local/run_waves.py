@@ -2,7 +2,7 @@
 
 The display refreshes every half second while a run goes. Asking the ledger (a DynamoDB `Query` of every attempt
 of the run, through moto) costs a request, moto's serialization of every item and botocore's parsing of it, and
-grows with the run. The durable record (`local.durable_aws`) holds every item moto holds: each write is recorded
+grows with the run. The durable record (`embedded_aws.durable_aws`) holds every item moto holds: each write is recorded
 before its request is answered. So the display reads it there, only when an item was written since its last
 look, and parses only the items that changed. The engine and its handlers still read the ledger through DynamoDB.
 The run's trigger watermarks come with them: the display says what a trigger waits for.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 
+from npa_workflow.embedded_aws.durable_aws import DurableAws
 from npa_workflow.ledger import Watermark, WaveAttempt
 from npa_workflow.ledger.items import WATERMARK_SK_PREFIX, WAVE_SK_PREFIX, run_pk
-from npa_workflow.local.durable_aws import DurableAws
 
 __all__ = ["RunWaves"]
 

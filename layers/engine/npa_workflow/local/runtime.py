@@ -2,8 +2,8 @@
 
 `LocalRuntime(options).run()` does on one machine what the cloud stack does:
 
-1. starts moto in server mode on 127.0.0.1 (`local.moto_server`) and routes its Lambda invocations to the
-   handlers in `functions/` in this process (`local.moto_lambda`);
+1. starts moto in server mode on 127.0.0.1 (`embedded_aws.moto_server`) and routes its Lambda invocations to the
+   handlers in `functions/` in this process (`embedded_aws.moto_lambda`);
 2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger
    table, an IAM role, the launch/decide/trigger/cleanup functions (Handler `functions.<name>.handler.handler`)
    and the compiled state machine with the functions' ARNs substituted;
@@ -17,7 +17,7 @@
 State that outlives the process lives under `.npa-workflow/` in the current directory (or
 `$NPA_WORKFLOW_HOME`): `jobs/` (the local executor's job records and logs) and `runs/<run-id>/`
 (`meta.json`, `report.json`, `lambdas.log`, and `aws/`: every DynamoDB item and S3 object of the run, written
-through as moto changes them, `local.durable_aws`). `resume=True` restores `aws/` into a fresh moto and starts
+through as moto changes them, `embedded_aws.durable_aws`). `resume=True` restores `aws/` into a fresh moto and starts
 a new execution `<run-id>-r<n>` of the same run: its launches replay the waves that succeeded, whose outputs
 are back in S3.
 
@@ -52,12 +52,7 @@ from npa_workflow import decisions
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
-from npa_workflow.engine import wiring
-from npa_workflow.engine.runs import RunOptions
-from npa_workflow.engine.start import start_run
-from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
-from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
-from npa_workflow.local.durable_aws import (
+from npa_workflow.embedded_aws.durable_aws import (
     RUN_STATE_DIR,
     STATE_FILE,
     DurableAws,
@@ -65,15 +60,20 @@ from npa_workflow.local.durable_aws import (
     durable_aws,
     held_elsewhere,
 )
-from npa_workflow.local.event_pump import EventPump
-from npa_workflow.local.execution_ends import execution_ends
-from npa_workflow.local.heap import settled_heap
-from npa_workflow.local.in_process_calls import in_process_calls
-from npa_workflow.local.job_exits import EXIT_SUFFIX, JobExits
-from npa_workflow.local.moto_fixes import moto_fixes
-from npa_workflow.local.moto_speedups import moto_speedups
+from npa_workflow.embedded_aws.event_pump import EventPump
+from npa_workflow.embedded_aws.execution_ends import execution_ends
+from npa_workflow.embedded_aws.heap import settled_heap
+from npa_workflow.embedded_aws.in_process_calls import in_process_calls
+from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+from npa_workflow.embedded_aws.moto_speedups import moto_speedups
+from npa_workflow.embedded_aws.sdk_models import sdk_models_parsed_once
+from npa_workflow.engine import wiring
+from npa_workflow.engine.runs import RunOptions
+from npa_workflow.engine.start import start_run
+from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
+from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.run_waves import RunWaves
-from npa_workflow.local.sdk_models import sdk_models_parsed_once
+from npa_workflow.local_jobs.job_exits import EXIT_SUFFIX, JobExits
 from npa_workflow.protocol import errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.render.code import spec_code_root
@@ -380,7 +380,7 @@ class LocalRuntime:
         usable_home(self.home, explicit=self.options.home is not None)
         metrics_off_in_this_process()
         try:
-            with settled_heap() as self._settle_heap:  # settled once deployed (local.heap)
+            with settled_heap() as self._settle_heap:  # settled once deployed (embedded_aws.heap)
                 return self._run()
         finally:
             _active.release()
@@ -434,7 +434,7 @@ class LocalRuntime:
         return loaded, spec_text, catalog_text, variables, meta
 
     def _run(self) -> dict[str, Any]:
-        from npa_workflow.local.moto_server import start_moto_server
+        from npa_workflow.embedded_aws.moto_server import start_moto_server
 
         loaded, spec_text, catalog_text, variables, meta = self._prepare()
         self.loaded = loaded
@@ -704,7 +704,7 @@ class LocalRuntime:
                                          f"{self.pump.failures_path}")
                     raise RunInterrupted(self._stop_reason) from None
             now = time.monotonic()
-            # The interpreter says when the execution ends (local.execution_ends); the API's status is read then,
+            # The interpreter says when the execution ends (embedded_aws.execution_ends); the API's status is read then,
             # and every DESCRIBE_SECONDS in case it could not say (not after every wake-up: a round trip a wave).
             status = "RUNNING"
             if ended.is_set() or now - last_described >= DESCRIBE_SECONDS:
@@ -791,7 +791,7 @@ def _resumable_meta(run_id: str, meta_path: Path) -> dict[str, Any]:
     it and the fix, and an emptied state (no record of the run) is refused, never resumed as a new run."""
     import sqlite3
 
-    from npa_workflow.local.durable_aws import run_ledger_items
+    from npa_workflow.embedded_aws.durable_aws import run_ledger_items
 
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -854,9 +854,9 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     """Enter, on `stack`, everything a running embedded AWS needs: its environment, moto's fixes, the
     in-process Lambdas, the handlers' logs to `lambdas_log`, every DynamoDB/S3 change recorded in `state_dir`
     (returned: `restore()` puts a previous process's state back); on exit: reset moto's backends and stop it."""
-    from npa_workflow.local.moto_lambda import in_process_lambdas
-    from npa_workflow.local.pause_aware_waits import pause_aware_waits
-    from npa_workflow.local.step_gate import GRANTS_DIR, start_step_gate
+    from npa_workflow.embedded_aws.moto_lambda import in_process_lambdas
+    from npa_workflow.embedded_aws.pause_aware_waits import pause_aware_waits
+    from npa_workflow.embedded_aws.step_gate import GRANTS_DIR, start_step_gate
 
     stack.callback(server.stop)
     # moto's backends are process-wide: drop this run's resources so a later run in this process
@@ -865,7 +865,7 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.enter_context(process_environment(env))
     stack.enter_context(sdk_models_parsed_once())
     stack.enter_context(in_process_calls(server.port, server.wsgi_app))
-    # Steps reach the embedded AWS through their gate only (local.step_gate): S3, the places their run names.
+    # Steps reach the embedded AWS through their gate only (embedded_aws.step_gate): S3, the places their run names.
     gate = start_step_gate(server.wsgi_app, state_dir.parent / GRANTS_DIR)
     stack.callback(gate.stop)
     stack.enter_context(process_environment(gate.environment()))

@@ -27,10 +27,10 @@ listed per tick, so a serve that stored a thousand runs costs what a fresh one d
   waiting Task ends). Each run's end is said once.
 
 Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
-a checkout of that code under the local home (`local.code_checkout`), as a SkyPilot task starts in its
+a checkout of that code under the local home (`local_jobs.code_checkout`), as a SkyPilot task starts in its
 `file_mounts` copy: a later edit of the folder does not reach it. A run staged without code (`--no-code`, a raw
 inbox upload) starts in the spec folder (the serve process changes into it).
-The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`local.durable_aws`),
+The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`embedded_aws.durable_aws`),
 with the S3 event source's cursor: a serve restarted on the same home knows every run of the previous one and
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
 ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
@@ -59,6 +59,8 @@ from botocore.exceptions import ClientError
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
+from npa_workflow.embedded_aws.durable_aws import DurableAws
+from npa_workflow.embedded_aws.event_pump import EventPump
 from npa_workflow.engine import wiring
 from npa_workflow.engine.inbox import (
     AD_HOC_PREFIX_ENV,
@@ -75,9 +77,6 @@ from npa_workflow.engine.inbox import (
 )
 from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
-from npa_workflow.local.durable_aws import DurableAws
-from npa_workflow.local.event_pump import EventPump
-from npa_workflow.local.job_exits import JobExits
 from npa_workflow.local.runtime import (
     _S3_BUCKET,
     ENGINE_BUCKET,
@@ -93,6 +92,7 @@ from npa_workflow.local.runtime import (
     machine_definition,
     process_environment,
 )
+from npa_workflow.local_jobs.job_exits import JobExits
 from npa_workflow.protocol import errors
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.stack import SERVE_HOME_KEY, deployable_spec_files
@@ -197,15 +197,15 @@ class Serve:
 
     def serve(self) -> None:
         """Start the stack and serve until `stop()` (or Ctrl-C / SIGTERM)."""
-        from npa_workflow.local.heap import settled_heap
+        from npa_workflow.embedded_aws.heap import settled_heap
 
-        with settled_heap() as settle:  # settled once deployed (local.heap)
+        with settled_heap() as settle:  # settled once deployed (embedded_aws.heap)
             self._serve(settle)
 
     def _serve(self, settle: Callable[[], None]) -> None:
         import boto3
 
-        from npa_workflow.local.moto_server import start_moto_server
+        from npa_workflow.embedded_aws.moto_server import start_moto_server
         from npa_workflow.local.runtime import metrics_off_in_this_process, signals_interrupt
 
         specs = self._load_specs()  # a broken spec in the folder is a SpecError before anything starts
@@ -226,7 +226,7 @@ class Serve:
             clients = {name: session.client(name, endpoint_url=self.endpoint_url)
                        for name in ("s3", "iam", "lambda", "stepfunctions")}
             engine = wiring.engine_from_environment()
-            # What a previous serve on this home kept (local.durable_aws): its objects before the deploy (which
+            # What a previous serve on this home kept (embedded_aws.durable_aws): its objects before the deploy (which
             # then writes the current specs and catalog over them), its ledger after the table exists.
             durable.restore_objects()
             settings = self._deploy(clients, engine, specs)

@@ -8,7 +8,7 @@ Two ways an error reaches a Task, two naming rules:
 - an exception a Lambda handler raises: AWS's Python runtime reports it with `errorType` = the exception class's
   `__name__` (no module, no attribute can change it), and Step Functions names the Task's error after
   `errorType`. So these errors are the classes below and their names are the class names (`DecisionMissing`);
-  the twin (local/moto_lambda.py) names them with `lambda_error_type`, the same rule.
+  the twin (embedded_aws/moto_lambda.py) names them with `lambda_error_type`, the same rule.
 """
 
 from __future__ import annotations

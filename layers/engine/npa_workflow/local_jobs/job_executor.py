@@ -1,8 +1,8 @@
 """`LocalJobExecutor`: the engine's `JobExecutor` port over `LocalExecutor` (real subprocess jobs).
 
 A wave's job is its step's command (`argv`, or `bash -c <shell>`) run in the request's workdir (the spec's
-folder; for a run that staged its code, a checkout of that code: `local.code_checkout`) with a clean environment
-(`local.job_environment`: an allow-list of this process's variables and `--pass-env` names), the request's
+folder; for a run that staged its code, a checkout of that code: `local_jobs.code_checkout`) with a clean environment
+(`local_jobs.job_environment`: an allow-list of this process's variables and `--pass-env` names), the request's
 environment laid over it, plus each named secret taken from this process's environment.
 Outcomes map one to one from the executor's statuses; a job the executor has no
 record of is `lost`, and a job whose process vanished without an exit code (killed, machine restarted)
@@ -13,12 +13,12 @@ that was started is that wave's job, whatever state the ledger lost; only a name
 (authoritative absence: its record says it never ran) is launched. A failure message's log tail is
 redacted of the job's secret values (`npa_workflow.redact`) before it leaves the executor.
 
-GPUs: the step's `accelerators` count (`local.accelerators`) is what each of its nodes gets to itself on a
+GPUs: the step's `accelerators` count (`local_jobs.accelerators`) is what each of its nodes gets to itself on a
 machine with GPUs (the job waits `pending` until they are free; more than the machine has, for one node, is a
 configuration error). On a machine without GPUs the count is not enforced, and the run says so once (stderr),
 the first time one of its steps asks for accelerators.
 
-Nodes: a step with `num_nodes: N > 1` is one job whose command is `local.gang` running N processes of the
+Nodes: a step with `num_nodes: N > 1` is one job whose command is `local_jobs.gang` running N processes of the
 step's command, gang-started and gang-ended, each with SkyPilot's node variables (`SKYPILOT_NODE_RANK`, ...;
 a single-node job gets them too, rank 0 of 1, as on SkyPilot). The job holds N times the per-node count of
 devices where the machine has that many, else the per-node count, which its nodes then share.
@@ -33,10 +33,11 @@ import sys
 from pathlib import Path
 
 from npa_workflow import redact
+from npa_workflow.embedded_aws.step_gate import StepAccess
 from npa_workflow.engine.ports import JobRequest, Observation, Submission, SubmitError, TrackedJob
-from npa_workflow.local import gang
-from npa_workflow.local.accelerators import requested_gpus
-from npa_workflow.local.executor import (
+from npa_workflow.local_jobs import gang
+from npa_workflow.local_jobs.accelerators import requested_gpus
+from npa_workflow.local_jobs.executor import (
     CANCELLED,
     FAILED,
     PENDING,
@@ -46,8 +47,7 @@ from npa_workflow.local.executor import (
     JobInfo,
     LocalExecutor,
 )
-from npa_workflow.local.job_wrapper import REDACT_ENV
-from npa_workflow.local.step_gate import StepAccess
+from npa_workflow.local_jobs.job_wrapper import REDACT_ENV
 
 LOG_TAIL_LINES = 20
 MESSAGE_MAX = 2000
@@ -125,10 +125,10 @@ class LocalJobExecutor:
         if adopted is not None:
             return Submission(job_id=adopted)
         env.update({name: os.environ[name] for name in job.secret_names})
-        if job.secret_names:  # the wrapper redacts them from the log as it writes it (local.job_wrapper)
+        if job.secret_names:  # the wrapper redacts them from the log as it writes it (local_jobs.job_wrapper)
             env[REDACT_ENV] = ",".join(job.secret_names)
         if self.step_access is not None:
-            # Its own key for the S3 places it is told of (local.step_gate), never the embedded AWS's endpoint.
+            # Its own key for the S3 places it is told of (embedded_aws.step_gate), never the embedded AWS's endpoint.
             env.update(self.step_access.credentials(
                 str(job.env.get("NPA_WORKFLOW_RUN_ID", "")), _workflow_of(job.task_yaml),
                 [json.dumps(job.step.to_json()), json.dumps(job.step.env), job.step.setup, json.dumps(dict(job.env)),
@@ -141,9 +141,9 @@ class LocalJobExecutor:
         return Submission(job_id=job_id)
 
     def _code_folder(self, job: JobRequest) -> Path:
-        """The run's staged code, checked out under `<home>/code/` (local.code_checkout): a job of a run that staged
-        its code starts there, as its SkyPilot task would, not in the folder's current code."""
-        from npa_workflow.local.code_checkout import CodeCheckoutError, checkout
+        """The run's staged code, checked out under `<home>/code/` (local_jobs.code_checkout): a job of a run that
+        staged its code starts there, as its SkyPilot task would, not in the folder's current code."""
+        from npa_workflow.local_jobs.code_checkout import CodeCheckoutError, checkout
 
         try:
             return checkout(job.code_uri, self.local.state_dir / "code")

@@ -1,6 +1,6 @@
 """What a local step may reach of the embedded AWS: the S3 places its run names, nothing of the control plane.
 
-A step of `run` or `serve` is a subprocess of the user's; the embedded AWS (moto, `local.moto_server`) holds the
+A step of `run` or `serve` is a subprocess of the user's; the embedded AWS (moto, `embedded_aws.moto_server`) holds the
 control plane of every run of the home: the ledger (DynamoDB, with each waiting wave's task token), the executions
 (Step Functions, where a token is completed), the frozen runs and the inbox (S3). Steps never get its endpoint.
 They get a gate's: a second HTTP server on 127.0.0.1 in the same process, in front of the same moto application
@@ -363,7 +363,7 @@ def start_step_gate(moto_app: Any, grants_dir: Path) -> RunningGate:
     os.chmod(grants_dir, 0o700)
     server = make_server("127.0.0.1", 0, StepGate(moto_app, grants_dir), threaded=True,
                          request_handler=MotoRequestHandler)
-    # Same poll interval as the embedded server's (local.moto_server): a stop is noticed at once.
+    # Same poll interval as the embedded server's (embedded_aws.moto_server): a stop is noticed at once.
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
                               name="npa-step-gate", daemon=True)
     thread.start()

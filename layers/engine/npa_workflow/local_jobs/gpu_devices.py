@@ -4,7 +4,7 @@
 
     GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5d1c0a8e-…)
 
-The local executor gives each job its own devices by these numbers (`local.executor`, docs/local.md). A
+The local executor gives each job its own devices by these numbers (`local_jobs.executor`, docs/local.md). A
 machine without the tool, or whose driver does not answer (`nvidia-smi` exits non-zero, e.g. "couldn't
 communicate with the NVIDIA driver"), has no GPUs for us: jobs then run without any device allocation.
 """

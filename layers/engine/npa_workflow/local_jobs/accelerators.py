@@ -3,7 +3,7 @@
 The language's forms (spec/validate.py checks them): `TYPE:COUNT` (`H100:2`), a bare `TYPE` (one), or a
 mapping `{TYPE: COUNT, …}`. SkyPilot reads a mapping of several types as candidates (any one of them will
 do), so the local count is the smallest candidate's. SkyPilot's count is per node, and so is the local one:
-each process of a `num_nodes` step gets it (`local.job_executor`, `local.gang`). The type is not matched
+each process of a `num_nodes` step gets it (`local_jobs.job_executor`, `local_jobs.gang`). The type is not matched
 against the machine's devices.
 """
 

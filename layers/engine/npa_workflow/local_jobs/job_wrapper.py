@@ -1,6 +1,6 @@
 """Run one local job inside its containment and record its exit code durably.
 
-Usage (run by :class:`npa_workflow.local.executor.LocalExecutor`, never by hand)::
+Usage (run by :class:`npa_workflow.local_jobs.executor.LocalExecutor`, never by hand)::
 
     python -I job_wrapper.py <exit-file> [--cgroup DIR] [--grace SECONDS]
         [--gpus N --gpu-devices I=UUID,... --gpu-locks DIR --started-file PATH] -- <command> [args...]

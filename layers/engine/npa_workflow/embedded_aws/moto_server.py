@@ -53,7 +53,8 @@ class MotoServer:
 
     @property
     def wsgi_app(self) -> Any:
-        """The WSGI application the HTTP server calls for every request (`local.in_process_calls` calls it too)."""
+        """The WSGI application the HTTP server calls for every request (`embedded_aws.in_process_calls` calls it
+        too)."""
         return self._server._server.app
 
     def client_env(self, region: str = "us-east-1") -> dict[str, str]:
@@ -180,7 +181,7 @@ def _skip_batch_models() -> None:
     found = importlib.util.find_spec("moto.batch")
     if found is None or not found.submodule_search_locations:
         return
-    package = types.ModuleType("moto.batch", "moto.batch without its models (local.moto_server)")
+    package = types.ModuleType("moto.batch", "moto.batch without its models (embedded_aws.moto_server)")
     package.__path__ = list(found.submodule_search_locations)
     package.__package__ = "moto.batch"
     package.__spec__ = found
@@ -217,7 +218,7 @@ def start_moto_server(
     """
     from moto.core.config import default_user_config
 
-    from npa_workflow.local.moto_lambda import quiet_moto_logs
+    from npa_workflow.embedded_aws.moto_lambda import quiet_moto_logs
 
     if quiet:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)

@@ -8,7 +8,7 @@ per node, each with SkyPilot 0.14.1's node variables (sky/backends/task_codegen.
 
 Gang-started: the N processes start together, once the job's wrapper holds the job's GPUs; each node gets its own
 `--gpus-per-node` of the devices in `CUDA_VISIBLE_DEVICES` (round robin when the job holds fewer than N times
-that, `local.job_executor`). Gang-ended: the step fails as soon as one node fails (the others are stopped, as
+that, `local_jobs.job_executor`). Gang-ended: the step fails as soon as one node fails (the others are stopped, as
 SkyPilot ends a job whose node failed), succeeds when every node succeeded, and a cancel (SIGTERM/SIGINT) stops
 every node. The job's containment still ends the whole tree on cancel, as for any job.
 

@@ -9,7 +9,7 @@ Durability. Everything about a job lives in files under ``state_dir/jobs/``:
 - ``<id>.json``  the record (name, command, pid, pgid, status, exit code, timestamps, log path),
   rewritten atomically under a per-job ``fcntl`` lock (``<id>.lock``);
 - ``<id>.log``   stdout and stderr of the job;
-- ``<id>.exit``  written atomically by :mod:`npa_workflow.local.job_wrapper` when the command
+- ``<id>.exit``  written atomically by :mod:`npa_workflow.local_jobs.job_wrapper` when the command
   ends, so the exit code is known even if the executor that launched the job has exited;
 - ``names/<digest of the name>/<id>``  an empty entry, created before the record: looking a job up by
   name (every launch does, to adopt) lists that folder, not every record of every job the home ever ran
@@ -28,7 +28,7 @@ its pid/pgid and wrote ``go`` on its stdin. A launcher killed at any line leaves
 job never ran (the wrapper reads end-of-file instead of ``go`` and says so in its exit file) or a record
 that names every process of the job.
 
-Containment (:mod:`npa_workflow.local.containment`). Every job runs in its own session and process
+Containment (:mod:`npa_workflow.local_jobs.containment`). Every job runs in its own session and process
 group, in its own cgroup where the machine allows it, and under a wrapper that is a child subreaper;
 its members are the cgroup's processes, else the processes carrying the job's id in their environment
 plus its process group. :meth:`LocalExecutor.cancel` sends SIGTERM to every member and SIGKILL to what
@@ -37,7 +37,7 @@ wrapper ends what the command left behind when the command exits, so a job that 
 ``setsid`` daemon and exits 0 leaves nothing running. Liveness checks use ``/proc`` (process start
 time and boot id guard against pid reuse, zombies count as gone).
 
-GPUs (:mod:`npa_workflow.local.gpu_devices`, docs/local.md). On a machine whose ``nvidia-smi -L`` lists
+GPUs (:mod:`npa_workflow.local_jobs.gpu_devices`, docs/local.md). On a machine whose ``nvidia-smi -L`` lists
 devices, a job launched with ``gpus=N`` is PENDING until its wrapper holds N devices (one ``flock``-ed file
 per device under ``gpu_lock_dir``, shared by every executor of this user on the machine), then RUNNING
 with ``CUDA_VISIBLE_DEVICES`` set to exactly those devices (``gpus=0``: empty, no device). The locks are
@@ -46,7 +46,7 @@ processes are killed, whatever happened to the launcher. Asking more than the ma
 :class:`GpuRequestError` before any record is written. Without GPUs nothing is allocated and the job's
 environment gets no ``CUDA_VISIBLE_DEVICES`` from here.
 
-Environment. A job starts from :func:`npa_workflow.local.job_environment.base_environment` (an
+Environment. A job starts from :func:`npa_workflow.local_jobs.job_environment.base_environment` (an
 allow-list), not from this process's whole environment.
 """
 
@@ -72,9 +72,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npa_workflow.local import containment
-from npa_workflow.local.gpu_devices import Gpu, GpuReader, NvidiaSmi
-from npa_workflow.local.job_environment import base_environment
+from npa_workflow.local_jobs import containment
+from npa_workflow.local_jobs.gpu_devices import Gpu, GpuReader, NvidiaSmi
+from npa_workflow.local_jobs.job_environment import base_environment
 from npa_workflow.timestamps import to_epoch, utc_now
 
 __all__ = [
@@ -343,7 +343,7 @@ class LocalExecutor:
     """Launch, query and cancel local jobs whose state lives under ``state_dir``.
 
     ``env`` is the base environment of every job (default: the allow-listed part of this process's
-    environment, see :mod:`npa_workflow.local.job_environment`); the ``env`` given to :meth:`launch` is
+    environment, see :mod:`npa_workflow.local_jobs.job_environment`); the ``env`` given to :meth:`launch` is
     laid over it. ``start_ahead``: after each launch, the next job's wrapper is started (and moved into its
     cgroup) on a thread, so that the next launch hands it its job instead of starting a process (`_Ahead`;
     jobs that take GPUs are started with their command as before). Methods are thread-safe and may be called

@@ -14,7 +14,7 @@ listed, to tell a new exit file from a new job's record, log or lock.
 Between looks the waiter sleeps on the kernel's word where it can (Linux `inotify` on the folder, through
 `inotify_simple`: an entry created, written or renamed into it wakes it at once), else it polls every
 `POLL_SECONDS`. :meth:`JobExits.nudge` (any thread) ends a wait at once: the runtime is told so when its
-execution ends (`local.execution_ends`). A wake-up is only a hint to look again, so the kernel's notice of an
+execution ends (`embedded_aws.execution_ends`). A wake-up is only a hint to look again, so the kernel's notice of an
 unrelated entry costs one `stat`; a missed notice costs at most `NOTIFY_SLICE_SECONDS` (the longest sleep
 between looks, which also bounds how late `stop` is seen).
 """

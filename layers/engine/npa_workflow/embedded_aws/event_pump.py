@@ -3,7 +3,7 @@
 In the cloud, EventBridge invokes three functions asynchronously: the inbox and the trigger on S3 "Object
 Created" (the bucket has EventBridge notifications on), reap on "Step Functions Execution Status Change", watch
 on a schedule. :class:`EventPump` builds those events and invokes the functions deployed on moto through the
-Lambda API (so the real handler runs, with its deployed configuration and timeout: `local.moto_lambda`), with
+Lambda API (so the real handler runs, with its deployed configuration and timeout: `embedded_aws.moto_lambda`), with
 the semantics of an asynchronous invocation:
 
 - a function error is retried twice (AWS: 2 retries by default, about 1 and 2 minutes apart; here

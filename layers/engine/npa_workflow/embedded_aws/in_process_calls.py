@@ -2,7 +2,7 @@
 
 Everything in the twin's process that talks to the embedded AWS — the runtime deploying the stack, the handlers'
 engine clients, moto's Step Functions interpreter invoking the Lambda functions — is a botocore client whose
-endpoint is the moto server on 127.0.0.1 (`local.moto_server`). Over the socket each call also costs an HTTP
+endpoint is the moto server on 127.0.0.1 (`embedded_aws.moto_server`). Over the socket each call also costs an HTTP
 request written and parsed on both sides and a server thread started: about 1.7 ms of CPU a call on this machine,
 a dozen calls a wave. While :func:`in_process_calls` is active, a request to a running server's endpoint is handed
 to that server's own WSGI application (the very object its HTTP server calls: moto's routing, its handlers, the
