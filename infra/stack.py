@@ -49,7 +49,7 @@ MAX_WAIT_ENV = environment.MAX_WAIT_SECONDS
 WATCH_INTERVAL_ENV = environment.WATCH_INTERVAL_SECONDS
 # How the inbox turns a machine name of catalog/machines.json into its ARN.
 MACHINE_ARN_PREFIX_ENV = environment.MACHINE_ARN_PREFIX
-# The JSON secret of step secrets (`secretEnv`), read by the launch function (npa_workflow.engine.wiring).
+# The JSON secret of step secrets (`secretEnv`), read by the launch function (npa_workflow.wiring).
 STEP_SECRETS_ENV = environment.STEP_SECRETS_ARN
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from e2e_support import group_alive  # noqa: E402
 
 from npa_workflow.embedded_aws.moto_lambda import LambdaContext  # noqa: E402
-from npa_workflow.engine import wiring  # noqa: E402
+from npa_workflow import wiring  # noqa: E402
 from npa_workflow.engine.ports import JobRequest  # noqa: E402
 from npa_workflow.ledger import RunRecord, RunStatus, Watermark, WaveStatus  # noqa: E402
 from npa_workflow.plan.model import PlanStep  # noqa: E402

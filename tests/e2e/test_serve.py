@@ -137,7 +137,7 @@ def test_a_broken_spec_is_rejected_with_path_precise_errors_and_starts_nothing(s
 
 def test_the_same_object_event_three_times_starts_one_execution(stack: Stack, tmp_path: Path) -> None:
     from npa_workflow.engine.inbox import InboxSettings, handle_object
-    from npa_workflow.engine.wiring import engine_from_environment
+    from npa_workflow.wiring import engine_from_environment
 
     body = spec_file(tmp_path, "dup-event", """\
         config: {bucket: npa-workflow-examples, prefix: "dup/{{run.id}}"}

@@ -297,10 +297,10 @@ def _statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
 
 def test_step_secrets_are_set_and_readable_by_launch_and_inbox_only(default_synth: Synth, ad_hoc_synth: Synth) -> None:
     """Issue 11 item 15: `secretEnv` needs NPA_WORKFLOW_SECRETS_ARN on the function that fills it (launch,
-    npa_workflow.engine.wiring) and GetSecretValue on that secret; before, neither was there. Issue 21 item 5: the
+    npa_workflow.wiring) and GetSecretValue on that secret; before, neither was there. Issue 21 item 5: the
     inbox reads it too, to refuse a run missing one of its names before anything launches (engine.preflight)."""
     from infra.stack import STEP_SECRETS_ENV
-    from npa_workflow.engine.wiring import STEP_SECRETS_ARN_ENV
+    from npa_workflow.wiring import STEP_SECRETS_ARN_ENV
 
     assert STEP_SECRETS_ENV == STEP_SECRETS_ARN_ENV
     for name in NAMES:

@@ -31,7 +31,7 @@ from infra_support import (
 )
 
 from npa_workflow.embedded_aws.moto_lambda import LambdaContext
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.protocol import functions as function_table
 
 SPEC = "fanout"

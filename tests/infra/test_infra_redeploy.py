@@ -20,7 +20,7 @@ from iam_conformance import REGION
 from infra_support import UNIT_CONTEXT, Synth, synthesize
 from test_infra_iam_conformance import BUCKET, TABLE, _context, _inbox_environment, _object_created
 
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.definitions import definition_digest
 

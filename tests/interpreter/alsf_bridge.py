@@ -196,7 +196,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
     from npa_workflow.compile.asl import CompileOptions, compile_spec
     from npa_workflow.embedded_aws.event_pump import scheduled_event
     from npa_workflow.embedded_aws.moto_server import start_moto_server
-    from npa_workflow.engine import wiring
+    from npa_workflow import wiring
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.engine.start import start_run
     from npa_workflow.local import runtime
@@ -345,7 +345,7 @@ def _context(function_arn: str) -> Any:
 
 def _reap_quietly(run_id: str) -> None:
     from npa_workflow.engine.cleanup import cancel_active
-    from npa_workflow.engine.wiring import engine_from_environment
+    from npa_workflow.wiring import engine_from_environment
 
     with contextlib.suppress(Exception):
         cancel_active(engine_from_environment(), run_id, "the second-interpreter bridge ended")

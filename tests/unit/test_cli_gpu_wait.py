@@ -15,7 +15,7 @@ from rich.console import Console
 
 from npa_workflow.cli.progress import WAITING_FOR_GPUS, print_summary, shown_status, wave_dicts, with_gpu_waits
 from npa_workflow.cli.run import LineProgress
-from npa_workflow.engine.wiring import HOME_ENV
+from npa_workflow.wiring import HOME_ENV
 from npa_workflow.ledger import WaveAttempt, WaveStatus
 from npa_workflow.local_jobs.executor import LocalExecutor, waiting_for_gpus
 

@@ -22,7 +22,7 @@ from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.inbox import (
     FUNCTION_ARN_ENVS,

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.engine.preflight import environment_presence, needed_secrets, secret_problems
 from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
 from npa_workflow.spec.load import load_spec

@@ -70,8 +70,7 @@ from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import Executions, MachineAlreadyExists
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import StartedRun, run_id_for_object, start_run
-from npa_workflow.engine.wiring import WiringError
-from npa_workflow.errors import Problem, SpecError
+from npa_workflow.errors import Problem, SpecError, WiringError
 from npa_workflow.protocol import environment as env_names
 from npa_workflow.protocol import functions
 from npa_workflow.protocol.definitions import masked
@@ -373,7 +372,7 @@ def _check_secrets(prepared: _Prepared) -> None:
     """Every step secret the plan needs is where its jobs will get it, before the execution starts
     (engine.preflight): a missing one is a rejection naming it, not a failure after the steps before it ran."""
     from npa_workflow.engine.preflight import secret_problems
-    from npa_workflow.engine.wiring import step_secret_presence
+    from npa_workflow.wiring import step_secret_presence
 
     source = step_secret_presence()
     if source is None:

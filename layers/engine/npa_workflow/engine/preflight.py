@@ -6,7 +6,7 @@ process environment before it starts anything, and the inbox checks before it st
 the serve process's environment, on a stack the step-secrets JSON secret's keys (the values are never read
 into a message). One line names every missing secret, the states that need it and the command that must have it.
 
-Pure but for the `present` callable the caller hands in (`engine.wiring.step_secret_presence`).
+Pure but for the `present` callable the caller hands in (`wiring.step_secret_presence`).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ from npa_workflow.embedded_aws.in_process_calls import in_process_calls
 from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 from npa_workflow.embedded_aws.moto_speedups import moto_speedups
 from npa_workflow.embedded_aws.sdk_models import sdk_models_parsed_once
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt

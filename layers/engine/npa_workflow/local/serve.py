@@ -61,7 +61,7 @@ from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.embedded_aws.durable_aws import DurableAws
 from npa_workflow.embedded_aws.event_pump import EventPump
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.engine.inbox import (
     AD_HOC_PREFIX_ENV,
     AD_HOC_ROLE_ENV,

@@ -1,5 +1,6 @@
 """`engine_from_environment()`: the `Engine` a Lambda handler (or the local runtime) works with, built
-from environment variables and cached per process (a warm Lambda reuses its clients).
+from environment variables and cached per process (a warm Lambda reuses its clients). The composition
+root: it builds the adapters, so it sits beside the engine package, not in it (the engine imports no adapter).
 
 Variables:
 
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
 from npa_workflow.engine.runs import RunStore
+from npa_workflow.errors import WiringError
 from npa_workflow.protocol import environment as env_names
 
 if TYPE_CHECKING:
@@ -54,10 +56,6 @@ DUMMY_CREDENTIALS = {
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, ...], Engine] = {}
-
-
-class WiringError(RuntimeError):
-    """The environment does not describe an engine (a variable is missing or wrong)."""
 
 
 def _required(env: Mapping[str, str], name: str) -> str:
