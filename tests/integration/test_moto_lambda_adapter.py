@@ -590,14 +590,15 @@ def _tolerance_machine(**tolerance: Any) -> dict[str, Any]:
 ], ids=lambda v: json.dumps(v) if isinstance(v, dict) else v)
 def test_a_distributed_map_fails_when_either_tolerance_is_exceeded(aws: Aws, tolerance: dict[str, Any],
                                                                     status: str) -> None:
-    from npa_workflow.embedded_aws.moto_fixes import EXCEED_TOLERATED_FAILURE, moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+    from npa_workflow.protocol.errors import STATES_EXCEED_TOLERATED_FAILURE
 
     items = [{"fail": True}, {"fail": False}, {"fail": False}, {"fail": False}]
     with moto_fixes():
         desc = aws.run(_tolerance_machine(**tolerance), {"items": items}, timeout=30)
     assert desc["status"] == status, desc
     if status == "FAILED":
-        assert desc.get("error") == EXCEED_TOLERATED_FAILURE
+        assert desc.get("error") == STATES_EXCEED_TOLERATED_FAILURE
 
 
 def test_a_stopped_execution_is_aborted_with_no_task_timeouts_while_a_group_runs(aws: Aws) -> None:

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from moto import mock_aws
 
+from npa_workflow import wiring
 from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
-from npa_workflow import wiring
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.inbox import (
     FUNCTION_ARN_ENVS,
@@ -34,6 +34,7 @@ from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.engine.start import run_id_for_object, start_run
 from npa_workflow.errors import SpecError
 from npa_workflow.ledger import DynamoLedger
+from npa_workflow.protocol import environment
 from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.load import load_spec
 
@@ -443,8 +444,8 @@ def event(obj: dict[str, Any]) -> dict[str, Any]:
 def test_handler_parses_the_eventbridge_event_and_starts_the_run(env, monkeypatch):
     from functions.inbox.handler import handler
 
-    monkeypatch.setenv(wiring.LEDGER_TABLE_ENV, TABLE)
-    monkeypatch.setenv(wiring.BUCKET_ENV, BUCKET)
+    monkeypatch.setenv(environment.LEDGER_TABLE, TABLE)
+    monkeypatch.setenv(environment.BUCKET, BUCKET)
     monkeypatch.setenv("NPA_WORKFLOW_STATE_MACHINES", json.dumps(env.machines))
     monkeypatch.setenv("NPA_WORKFLOW_ALLOW_AD_HOC", "false")
     wiring.clear_cache()

@@ -14,6 +14,7 @@ from moto import mock_aws
 from npa_workflow import wiring
 from npa_workflow.engine.preflight import environment_presence, needed_secrets, secret_problems
 from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
+from npa_workflow.protocol import environment
 from npa_workflow.spec.load import load_spec
 
 CATALOG = """\
@@ -65,11 +66,11 @@ def test_run_refuses_before_anything_starts_naming_the_secret_the_state_and_run(
 def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secret(spec: Path,
                                                                                     monkeypatch) -> None:
     loaded = load_spec(spec, catalog=spec.parent / "tools.yaml")
-    present, where, fix = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "local"})
+    present, where, fix = wiring.step_secret_presence({environment.EXECUTOR: "local"})
     [problem] = secret_problems(loaded, present, where=where, fix=fix)
     assert "the environment of npa-workflow serve" in problem.message
     assert "restart serve" in problem.hint and "npa-workflow run" not in problem.hint + problem.message
-    assert wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot"}) is None  # nothing here can tell
+    assert wiring.step_secret_presence({environment.EXECUTOR: "skypilot"}) is None  # nothing here can tell
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(key, "x")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -77,7 +78,7 @@ def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secr
     with mock_aws():
         arn = boto3.client("secretsmanager").create_secret(
             Name="steps", SecretString=json.dumps({"OTHER": "some-value"}))["ARN"]
-        env = {wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV: arn, "AWS_DEFAULT_REGION": "us-east-1"}
+        env = {environment.EXECUTOR: "skypilot", environment.STEP_SECRETS_ARN: arn, "AWS_DEFAULT_REGION": "us-east-1"}
         present, where, fix = wiring.step_secret_presence(env)
         [problem] = secret_problems(loaded, present, where=where, fix=fix)
         assert f"secret HF_TOKEN (for state publish) is not set in the step-secrets secret {arn}" == problem.message
@@ -86,7 +87,7 @@ def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secr
         present, where, fix = wiring.step_secret_presence(env)
         assert secret_problems(loaded, present, where=where, fix=fix) == []
     # a secret the inbox cannot read (no permission on an older stack): no verdict, the launch says
-    unreadable = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV:
+    unreadable = wiring.step_secret_presence({environment.EXECUTOR: "skypilot", environment.STEP_SECRETS_ARN:
                                               "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf",
                                               "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
     assert unreadable is not None and unreadable[0](["HF_TOKEN"]) is None
@@ -101,7 +102,7 @@ def test_the_inbox_rejects_a_run_whose_secret_serve_lacks_before_starting_it(spe
     from npa_workflow.ledger import DynamoLedger
 
     for key, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
-                       wiring.EXECUTOR_ENV: "local"}.items():
+                       environment.EXECUTOR: "local"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)

@@ -82,10 +82,9 @@ class StackClient:
     def local(cls, endpoint_url: str) -> StackClient:
         import boto3
 
-        from npa_workflow.local.runtime import ENGINE_BUCKET, LEDGER_TABLE
-
         session = boto3.session.Session(region_name=LOCAL_REGION, **LOCAL_CREDENTIALS)
-        return cls(session, bucket=ENGINE_BUCKET, ledger_table=LEDGER_TABLE, endpoint_url=endpoint_url.rstrip("/"))
+        return cls(session, bucket=stack_outputs.LOCAL_BUCKET, ledger_table=stack_outputs.LOCAL_LEDGER_TABLE,
+                   endpoint_url=endpoint_url.rstrip("/"))
 
     @classmethod
     def cloud(cls, *, stack: str | None = None, bucket: str | None = None, ledger_table: str | None = None,
@@ -214,11 +213,10 @@ class StackClient:
             time.sleep(poll)
 
     def report(self, run_id: str) -> dict[str, Any]:
-        """The run report of `npa-workflow run --json` (`local.report.build_report`), from the stack."""
+        """The run report of `npa-workflow run --json` (`run_report.build_report`), from the stack."""
         from npa_workflow.adapters.s3_store import S3Store
         from npa_workflow.engine.runs import RunStore
-        from npa_workflow.local.report import build_report
-        from npa_workflow.local.runtime import ledger_items
+        from npa_workflow.run_report import build_report, ledger_items
 
         record = self.run(run_id)
         frozen = RunStore(S3Store(self.s3), self.bucket).load(run_id)
@@ -410,8 +408,7 @@ class RunFollower:
         return report
 
     def _build(self, record: RunRecord, status: str) -> dict[str, Any]:
-        from npa_workflow.local.report import build_report
-        from npa_workflow.local.runtime import ledger_items
+        from npa_workflow.run_report import build_report, ledger_items
 
         ended = status != "RUNNING"
         arn = record.execution_arn or ""

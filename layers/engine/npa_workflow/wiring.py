@@ -38,13 +38,6 @@ from npa_workflow.protocol import environment as env_names
 if TYPE_CHECKING:
     from npa_workflow.adapters.aws_clients import AwsClients
 
-LEDGER_TABLE_ENV = env_names.LEDGER_TABLE
-BUCKET_ENV = env_names.BUCKET
-EXECUTOR_ENV = env_names.EXECUTOR
-LOCAL_STATE_DIR_ENV = env_names.LOCAL_STATE_DIR
-HOME_ENV = env_names.HOME
-RETENTION_DAYS_ENV = env_names.RETENTION_DAYS
-STEP_SECRETS_ARN_ENV = env_names.STEP_SECRETS_ARN
 EXECUTORS = ("local", "skypilot")
 CLIENT_POOL = 40  # ≥ engine.watch.WORKERS
 DEFAULT_REGION = "us-east-1"
@@ -67,10 +60,10 @@ def _required(env: Mapping[str, str], name: str) -> str:
 
 def local_state_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    explicit = env.get(LOCAL_STATE_DIR_ENV, "").strip()
+    explicit = env.get(env_names.LOCAL_STATE_DIR, "").strip()
     if explicit:
         return Path(explicit)
-    return Path(env.get(HOME_ENV, "").strip() or ".npa-workflow")
+    return Path(env.get(env_names.HOME, "").strip() or ".npa-workflow")
 
 
 def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -91,9 +84,9 @@ def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _cache_key(env: Mapping[str, str]) -> tuple[str, ...]:
-    names = (LEDGER_TABLE_ENV, BUCKET_ENV, EXECUTOR_ENV, LOCAL_STATE_DIR_ENV, HOME_ENV, "AWS_ENDPOINT_URL",
-             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV,
-             "NPA_WORKFLOW_STEP_ENDPOINT", "NPA_WORKFLOW_STEP_GRANTS")
+    names = (env_names.LEDGER_TABLE, env_names.BUCKET, env_names.EXECUTOR, env_names.LOCAL_STATE_DIR, env_names.HOME,
+             "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION", env_names.SKYPILOT_ENDPOINT,
+             env_names.RETENTION_DAYS, "NPA_WORKFLOW_STEP_ENDPOINT", "NPA_WORKFLOW_STEP_GRANTS")
     return tuple(env.get(n, "") for n in names)
 
 
@@ -128,11 +121,11 @@ def _build(env: Mapping[str, str]) -> Engine:
     from npa_workflow.adapters.sfn_executions import SfnExecutions
     from npa_workflow.ledger import DynamoLedger
 
-    table = _required(env, LEDGER_TABLE_ENV)
-    bucket = _required(env, BUCKET_ENV)
-    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    table = _required(env, env_names.LEDGER_TABLE)
+    bucket = _required(env, env_names.BUCKET)
+    kind = env.get(env_names.EXECUTOR, "").strip() or "skypilot"
     if kind not in EXECUTORS:
-        raise WiringError(f"{EXECUTOR_ENV}={kind!r}: expected one of {', '.join(EXECUTORS)}")
+        raise WiringError(f"{env_names.EXECUTOR}={kind!r}: expected one of {', '.join(EXECUTORS)}")
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None
     if endpoint and not region:
@@ -140,7 +133,7 @@ def _build(env: Mapping[str, str]) -> Engine:
     # One client per service, created here once (the watch pass's thread pool shares them: engine.watch.WORKERS).
     aws = AwsClients(endpoint_url=endpoint, region=region, pool_size=CLIENT_POOL)
     store = S3Store(aws.client("s3"))
-    retention = env.get(RETENTION_DAYS_ENV, "").strip()
+    retention = env.get(env_names.RETENTION_DAYS, "").strip()
     ledger = DynamoLedger(table, aws.client("dynamodb"), retention_days=int(retention) if retention.isdigit() else None)
     sfn = aws.client("stepfunctions")
     callbacks = SfnCallbacks(sfn)
@@ -163,7 +156,7 @@ def _skypilot_executor(env: Mapping[str, str], aws: AwsClients) -> JobExecutor:
     from npa_workflow.adapters.skypilot_api import SkyPilotApi
     from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
 
-    secrets_arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    secrets_arn = env.get(env_names.STEP_SECRETS_ARN, "").strip()
     secrets = (SecretsManagerSecrets(secrets_arn, aws.client("secretsmanager", pooled=False))
                if secrets_arn else EnvironmentSecrets(env))
     return SkyPilotExecutor(SkyPilotApi.from_environment(env), secrets)
@@ -207,10 +200,10 @@ def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str
     from npa_workflow.engine.preflight import environment_presence, local_fix
 
     env = os.environ if env is None else env
-    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    kind = env.get(env_names.EXECUTOR, "").strip() or "skypilot"
     if kind == "local":
         return environment_presence(dict(env)), "the environment of npa-workflow serve", local_fix("serve")
-    arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    arn = env.get(env_names.STEP_SECRETS_ARN, "").strip()
     if not arn:
         return None
     from npa_workflow.adapters.aws_clients import AwsClients

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from npa_workflow.engine import budget
+from npa_workflow.protocol import environment
 
 __all__ = [
     "API_VERSION",
@@ -70,9 +71,7 @@ SKYPILOT_VERSION = "0.14.1"
 DEFAULT_USER_ID = "npawflow"
 DEFAULT_USER_NAME = "npa-workflow"
 
-ENV_ENDPOINT = "SKYPILOT_API_SERVER_ENDPOINT"
 ENV_TOKEN = "SKYPILOT_SERVICE_ACCOUNT_TOKEN"
-ENV_TOKEN_SECRET_ARN = "SKYPILOT_TOKEN_SECRET_ARN"
 
 REQUEST_ID_HEADER = "x-skypilot-request-id"
 
@@ -697,12 +696,12 @@ class SkyPilotApi:
         ``SKYPILOT_SERVICE_ACCOUNT_TOKEN`` (local development), otherwise there is none.
         """
         env = os.environ if environ is None else environ
-        endpoint = (env.get(ENV_ENDPOINT) or "").strip()
+        endpoint = (env.get(environment.SKYPILOT_ENDPOINT) or "").strip()
         if not endpoint:
             raise SkyPilotError(
-                f"{ENV_ENDPOINT} is not set: set it to the SkyPilot API server URL, e.g. https://skypilot.example.com"
+                f"{environment.SKYPILOT_ENDPOINT} is not set: set it to the SkyPilot API server URL, e.g. https://skypilot.example.com"
             )
-        secret_arn = (env.get(ENV_TOKEN_SECRET_ARN) or "").strip()
+        secret_arn = (env.get(environment.SKYPILOT_TOKEN_SECRET_ARN) or "").strip()
         if secret_arn:
             token: str | None = _token_from_secrets_manager(secret_arn)
         else:

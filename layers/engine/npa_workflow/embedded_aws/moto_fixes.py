@@ -39,10 +39,9 @@ from typing import Any
 
 from npa_workflow.protocol.errors import STATES_EXCEED_TOLERATED_FAILURE
 
-__all__ = ["EXCEED_TOLERATED_FAILURE", "moto_fixes"]
+__all__ = ["moto_fixes"]
 
-EXCEED_TOLERATED_FAILURE = STATES_EXCEED_TOLERATED_FAILURE
-# AWS's cause for a Map run that failed this way
+# AWS's cause for a Map run that failed with STATES_EXCEED_TOLERATED_FAILURE
 EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was exceeded"
 
 
@@ -190,7 +189,7 @@ def distributed_map_failures() -> Iterator[None]:
             error_name=StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold),
             event_type=HistoryEventType.MapRunFailed,
             event_details=EventDetails(executionFailedEventDetails=ExecutionFailedEventDetails(
-                error=EXCEED_TOLERATED_FAILURE, cause=cause)),
+                error=STATES_EXCEED_TOLERATED_FAILURE, cause=cause)),
         ))
 
     DistributedIterationComponent._map_run = _map_run

@@ -12,7 +12,7 @@
 4. runs the watch pass (`engine.watch.watch_pass`, the watch Lambda's function) every `tick_seconds`,
    which completes task tokens as local jobs end;
 5. when the execution has ended (or on Ctrl-C: StopExecution, then `reap`, as the reap Lambda would),
-   persists the ledger and returns the run report (`local.report`).
+   persists the ledger and returns the run report (`run_report`).
 
 State that outlives the process lives under `.npa-workflow/` in the current directory (or
 `$NPA_WORKFLOW_HOME`): `jobs/` (the local executor's job records and logs) and `runs/<run-id>/`
@@ -48,7 +48,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from npa_workflow import decisions
+from npa_workflow import decisions, wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
@@ -67,15 +67,15 @@ from npa_workflow.embedded_aws.in_process_calls import in_process_calls
 from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 from npa_workflow.embedded_aws.moto_speedups import moto_speedups
 from npa_workflow.embedded_aws.sdk_models import sdk_models_parsed_once
-from npa_workflow import wiring
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.run_waves import RunWaves
 from npa_workflow.local_jobs.job_exits import EXIT_SUFFIX, JobExits
-from npa_workflow.protocol import errors, run_ids
+from npa_workflow.protocol import environment, errors, run_ids
 from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE
 from npa_workflow.render.code import spec_code_root
 from npa_workflow.spec.buckets import FIX as BUCKET_FIX
 from npa_workflow.spec.buckets import bucket_name_problem
@@ -87,12 +87,9 @@ from npa_workflow.timestamps import utc_now
 
 LOG = logging.getLogger(__name__)
 
-ENGINE_BUCKET = "npa-workflow-local"
-LEDGER_TABLE = "npa-workflow-ledger"
 REGION = "us-east-1"
 ROLE_NAME = "npa-workflow-local"
 # The handlers that run in this process: the whole function table (the inbox for `serve`).
-HANDLER_MODULES = function_table.NAMES
 AWS_STATE_DIR = RUN_STATE_DIR
 PROGRESS_SECONDS = 0.5  # the live display's refresh
 DESCRIBE_SECONDS = 1.0  # the execution's status is read at least this often, told of its end or not
@@ -171,7 +168,7 @@ class NoProgress:
 def local_home(explicit: Path | None = None) -> Path:
     if explicit is not None:
         return Path(explicit).resolve()
-    env = os.environ.get(wiring.HOME_ENV, "").strip()
+    env = os.environ.get(environment.HOME, "").strip()
     return Path(env).resolve() if env else (Path.cwd() / ".npa-workflow").resolve()
 
 
@@ -179,12 +176,12 @@ def usable_home(home: Path, explicit: bool = False) -> Path:
     """`home` made if missing; `LocalUsageError` naming where it came from when it cannot be a folder of ours."""
     if explicit:
         source, fix = f"home {home}", "give a folder you can write"
-    elif os.environ.get(wiring.HOME_ENV, "").strip():
-        source = f"${wiring.HOME_ENV}={os.environ[wiring.HOME_ENV].strip()}"
-        fix = f"point ${wiring.HOME_ENV} at a folder you can write, or unset it to use ./.npa-workflow"
+    elif os.environ.get(environment.HOME, "").strip():
+        source = f"${environment.HOME}={os.environ[environment.HOME].strip()}"
+        fix = f"point ${environment.HOME} at a folder you can write, or unset it to use ./.npa-workflow"
     else:
         source = f"the run folder {home}"
-        fix = f"run from a directory you can write, or set ${wiring.HOME_ENV} to a folder you can write"
+        fix = f"run from a directory you can write, or set ${environment.HOME} to a folder you can write"
     if home.exists() and not home.is_dir():
         problem = "it is a file, not a folder"
     else:
@@ -287,7 +284,7 @@ def handler_logs_to(path: Path) -> Iterator[None]:
     swapped: list[tuple[logging.StreamHandler, Any]] = []
     with open(path, "a", encoding="utf-8") as file:
         sink = _LogSink(file)
-        for name in HANDLER_MODULES:
+        for name in function_table.NAMES:
             module = importlib.import_module(f"functions.{name}.handler")
             handler = getattr(getattr(module, "logger", None), "registered_handler", None)
             if isinstance(handler, logging.StreamHandler):
@@ -369,7 +366,7 @@ class LocalRuntime:
         self._stop.set()
 
     def run(self) -> dict[str, Any]:
-        """Run to the end; returns the run report (`local.report.build_report`).
+        """Run to the end; returns the run report (`run_report.build_report`).
 
         Raises `SpecError` for an invalid spec and `LocalRunError` for anything else the user can fix;
         a failed run is not an exception: its report says FAILED.
@@ -457,7 +454,7 @@ class LocalRuntime:
             self.on_endpoint(self.endpoint_url)
         env = {
             **embedded_aws_env(server, self.home, self.options.executor),
-            **({"SKYPILOT_API_SERVER_ENDPOINT": self.options.skypilot_endpoint}
+            **({environment.SKYPILOT_ENDPOINT: self.options.skypilot_endpoint}
                if self.options.skypilot_endpoint else {}),
         }
         with contextlib.ExitStack() as stack:
@@ -467,7 +464,7 @@ class LocalRuntime:
 
     def _execute(self, loaded: LoadedSpec, spec_text: str, catalog_text: str, variables: dict[str, str],
                  executions: list[dict[str, Any]], durable: DurableAws) -> dict[str, Any]:
-        from npa_workflow.local.report import build_report
+        from npa_workflow.run_report import build_report
 
         engine = wiring.engine_from_environment()
         run_dir = self.home / "runs" / self.run_id
@@ -537,7 +534,7 @@ class LocalRuntime:
 
     def _record_uncaught_failure(self, engine: Any, deployed: _Deployed | None, status: str) -> str:
         from npa_workflow.ledger import RunError
-        from npa_workflow.local.report import execution_failure
+        from npa_workflow.run_report import execution_failure
 
         reason = f"execution ended {status}"
         run = engine.ledger.get_run(self.run_id)
@@ -620,7 +617,7 @@ class LocalRuntime:
     def _buckets(self, loaded: LoadedSpec) -> list[str]:
         """The engine bucket, `config.bucket`, and any other bucket an `s3://` value of the config names."""
         run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, self.run_id, loaded.spec.run)
-        buckets = [ENGINE_BUCKET]
+        buckets = [LOCAL_BUCKET]
         configured = str(run_ctx.config.get("bucket") or "").strip()
         if configured:
             buckets.append(configured)
@@ -767,6 +764,8 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- ledger file
     def _ledger_items(self, ledger: DynamoLedger) -> list[dict[str, Any]]:
+        from npa_workflow.run_report import ledger_items
+
         return ledger_items(ledger, self.run_id)
 
     def _write_meta(self, run_dir: Path, loaded: LoadedSpec, variables: dict[str, str],
@@ -840,10 +839,10 @@ def embedded_aws_env(server: Any, home: Path, executor: str = "local") -> dict[s
     """The environment the in-process Lambdas (and `wiring.engine_from_environment`) read."""
     return {
         **server.client_env(REGION),
-        wiring.LEDGER_TABLE_ENV: LEDGER_TABLE,
-        wiring.BUCKET_ENV: ENGINE_BUCKET,
-        wiring.EXECUTOR_ENV: executor,
-        wiring.LOCAL_STATE_DIR_ENV: str(home),
+        environment.LEDGER_TABLE: LOCAL_LEDGER_TABLE,
+        environment.BUCKET: LOCAL_BUCKET,
+        environment.EXECUTOR: executor,
+        environment.LOCAL_STATE_DIR: str(home),
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_TRACE_DISABLED": "true",
     }
@@ -914,8 +913,8 @@ def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
             "Action": "sts:AssumeRole"}]}),
     )["Role"]["Arn"]
     code = _dummy_zip()
-    function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
-                                               wiring.LOCAL_STATE_DIR_ENV)}
+    function_env = {k: os.environ[k] for k in (environment.LEDGER_TABLE, environment.BUCKET, environment.EXECUTOR,
+                                               environment.LOCAL_STATE_DIR)}
     arns = {}
     for fn in function_table.FUNCTIONS:
         arns[fn.name] = clients["lambda"].create_function(
@@ -936,21 +935,6 @@ def event_pump(clients: Mapping[str, Any], failures_path: Path) -> EventPump:
 def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:
     """A compiled definition with the functions' ARNs in place of the compiler's placeholders."""
     return function_table.substitute(definition, function_arns)
-
-
-def ledger_items(ledger: DynamoLedger, run_id: str) -> list[dict[str, Any]]:
-    """Every ledger item of one run (raw DynamoDB items, what `local.report.build_report` reads)."""
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {
-        "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}}, "ConsistentRead": True,
-    }
-    while True:
-        page = ledger.client.query(**kwargs)
-        items += page.get("Items", [])
-        if not page.get("LastEvaluatedKey"):
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def run_local(options: LocalRunOptions, progress: Progress | None = None,

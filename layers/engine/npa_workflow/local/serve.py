@@ -56,22 +56,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from npa_workflow import wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.embedded_aws.durable_aws import DurableAws
 from npa_workflow.embedded_aws.event_pump import EventPump
-from npa_workflow import wiring
 from npa_workflow.engine.inbox import (
-    AD_HOC_PREFIX_ENV,
-    AD_HOC_ROLE_ENV,
-    ALLOW_AD_HOC_ENV,
     CATALOG_KEY,
     DEPLOYED_SPECS_PREFIX,
     FUNCTION_ARN_ENVS,
-    HEARTBEAT_ENV,
     INBOX_PREFIX,
-    STATE_MACHINES_ENV,
     InboxSettings,
     read_document,
 )
@@ -79,8 +74,6 @@ from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
 from npa_workflow.local.runtime import (
     _S3_BUCKET,
-    ENGINE_BUCKET,
-    LEDGER_TABLE,
     REGION,
     LocalRunError,
     create_bucket,
@@ -93,9 +86,9 @@ from npa_workflow.local.runtime import (
     process_environment,
 )
 from npa_workflow.local_jobs.job_exits import JobExits
-from npa_workflow.protocol import errors
+from npa_workflow.protocol import environment, errors
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.protocol.stack import SERVE_HOME_KEY, deployable_spec_files
+from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE, SERVE_HOME_KEY, deployable_spec_files
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 
@@ -260,7 +253,7 @@ class Serve:
 
     def _deploy(self, clients: dict[str, Any], engine: Any, specs: list[tuple[Path, LoadedSpec]]) -> InboxSettings:
         s3, sfn = clients["s3"], clients["stepfunctions"]
-        for bucket in [ENGINE_BUCKET] + [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
+        for bucket in [LOCAL_BUCKET] + [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
             try:
                 create_bucket(s3, bucket)
             except ClientError as exc:
@@ -279,22 +272,22 @@ class Serve:
                 name=sanitize(f"npa-workflow-{loaded.spec.name}"), roleArn=role_arn, type="STANDARD",
                 definition=machine_definition(compiled.definition, arns),
             )["stateMachineArn"]
-            s3.put_object(Bucket=ENGINE_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
+            s3.put_object(Bucket=LOCAL_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
                           Body=path.read_bytes())
-        s3.put_object(Bucket=ENGINE_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
+        s3.put_object(Bucket=LOCAL_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
         placeholders = {fn.placeholder: arns[fn.name] for fn in function_table.MACHINE_INVOKED}
         return InboxSettings(state_machines=machines, allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX,
                              ad_hoc_role_arn=role_arn, function_arns=placeholders,
                              heartbeat_seconds=settings.heartbeat_seconds)
 
     def _write_serve_json(self, settings: InboxSettings, s3: Any) -> None:
-        doc = {"endpoint": self.endpoint_url, "bucket": ENGINE_BUCKET, "ledger_table": LEDGER_TABLE,
+        doc = {"endpoint": self.endpoint_url, "bucket": LOCAL_BUCKET, "ledger_table": LOCAL_LEDGER_TABLE,
                "pid": os.getpid(), "catalog": str(self.catalog),
                "state_machines": dict(settings.state_machines), "ad_hoc_prefix": settings.ad_hoc_prefix,
                "ad_hoc_role_arn": settings.ad_hoc_role_arn, "function_arns": dict(settings.function_arns)}
         (self.home / "serve.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         # Clients in any folder find this stack's job logs through the stack itself (stack_client.serve_home).
-        s3.put_object(Bucket=ENGINE_BUCKET, Key=SERVE_HOME_KEY,
+        s3.put_object(Bucket=LOCAL_BUCKET, Key=SERVE_HOME_KEY,
                       Body=json.dumps({"home": str(self.home.resolve()), "pid": os.getpid()}).encode())
 
     # ---------------------------------------------------------------------------------------- the loop
@@ -357,7 +350,7 @@ class Serve:
                 (bucket, key), (etag, size) = self._arrived.popitem(last=False)
             if self._seen.get((bucket, key)) == etag:
                 continue
-            inbox = bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX)
+            inbox = bucket == LOCAL_BUCKET and key.startswith(INBOX_PREFIX)
             if inbox:
                 self._ensure_buckets(s3, bucket, key)
             results = self.pump.object_created(bucket, key, etag=etag, size=size, inbox=inbox)
@@ -481,11 +474,11 @@ class Serve:
 def inbox_environment(settings: InboxSettings) -> dict[str, str]:
     """The inbox function's configuration, as the CDK app passes it (`InboxSettings.from_environment` reads it)."""
     env = {
-        STATE_MACHINES_ENV: json.dumps(dict(settings.state_machines)),
-        ALLOW_AD_HOC_ENV: "true" if settings.allow_ad_hoc else "false",
-        AD_HOC_PREFIX_ENV: settings.ad_hoc_prefix,
-        AD_HOC_ROLE_ENV: settings.ad_hoc_role_arn,
-        HEARTBEAT_ENV: str(settings.heartbeat_seconds),
+        environment.STATE_MACHINES: json.dumps(dict(settings.state_machines)),
+        environment.ALLOW_AD_HOC: "true" if settings.allow_ad_hoc else "false",
+        environment.AD_HOC_MACHINE_PREFIX: settings.ad_hoc_prefix,
+        environment.AD_HOC_ROLE_ARN: settings.ad_hoc_role_arn,
+        environment.HEARTBEAT_SECONDS: str(settings.heartbeat_seconds),
     }
     env.update({FUNCTION_ARN_ENVS[p]: arn for p, arn in settings.function_arns.items() if p in FUNCTION_ARN_ENVS})
     return env

@@ -1,5 +1,5 @@
-"""The report of a local run (`npa-workflow run --json`), built from the run's ledger items and the
-execution's history.
+"""The report of a run (`npa-workflow run --json`, `status --json` of a stack, the console), built from the run's
+ledger items and the execution's history: the same for the local twin and a deployed stack.
 
     {"run_id", "workflow", "status": SUCCEEDED|FAILED|ABORTED|TIMED_OUT,
      "error": {"state", "message"} | null,
@@ -21,12 +21,16 @@ started (a resumed run's summary times this execution, not every one since the f
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npa_workflow.ledger import DecisionRecord, RunRecord, Watermark, WaveAttempt, WaveStatus
+from npa_workflow.ledger.items import run_pk
 from npa_workflow.protocol.errors import JOB_LEFT_RUNNING
 from npa_workflow.protocol.keys import WaveKey
 from npa_workflow.spec.validate import LoadedSpec
+
+if TYPE_CHECKING:
+    from npa_workflow.ledger.dynamodb import DynamoLedger
 
 _REPORTED_STATUS = {WaveStatus.SUCCEEDED: "SUCCEEDED", WaveStatus.FAILED: "FAILED", WaveStatus.CANCELLED: "CANCELLED"}
 
@@ -278,3 +282,18 @@ def build_report(
     elif not read_history_events:
         report["history_read"] = False
     return report
+
+
+def ledger_items(ledger: DynamoLedger, run_id: str) -> list[dict[str, Any]]:
+    """Every ledger item of one run (raw DynamoDB items, what `build_report` reads)."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}}, "ConsistentRead": True,
+    }
+    while True:
+        page = ledger.client.query(**kwargs)
+        items += page.get("Items", [])
+        if not page.get("LastEvaluatedKey"):
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
