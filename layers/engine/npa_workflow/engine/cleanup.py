@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from npa_workflow.engine import budget
 from npa_workflow.engine.context import Engine
@@ -26,6 +26,13 @@ LOG = logging.getLogger(__name__)
 # What cleanup's cancel may take (the cleanup function's timeout is 300 s: this, plus the one SkyPilot exchange in
 # flight when it runs out — connect 5 s + read 30 s — plus the ledger writes, stays well inside it).
 CANCEL_BUDGET_SECONDS = 120.0
+
+
+class _JobTimes(TypedDict, total=False):
+    """When a cancelled wave's job started and ended, as the executor saw it (`Ledger.finish_attempt`'s keywords)."""
+
+    started_at: str | None
+    ended_at: str | None
 
 
 def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
@@ -55,7 +62,7 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
                                       note=f"{reason}: cancel requested, not yet confirmed by the scheduler")
             continue
         seen = ended.get(w.wave_key)
-        times = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
+        times: _JobTimes = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
         if seen is not None and seen.outcome not in ("cancelled", "running", "pending"):
             not_cancelled.add(job_of[w.wave_key])
         if seen is not None and seen.outcome == "succeeded":

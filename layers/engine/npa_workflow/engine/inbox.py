@@ -63,9 +63,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from npa_workflow import decisions
-from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.asl import CompiledMachine, compile_spec
 from npa_workflow.compile.deadlines import retention_problem
 from npa_workflow.compile.names import is_legal
+from npa_workflow.compile.options import CompileOptions
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import Executions, MachineAlreadyExists
 from npa_workflow.engine.runs import RunOptions

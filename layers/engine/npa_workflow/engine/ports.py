@@ -299,7 +299,8 @@ class Executions(Protocol):
         """Raises `NotRedrivable` (`ExecutionNotFound` for an unknown execution)."""
         ...
 
-    def history(self, execution_arn: str, *, reverse: bool = False, limit: int | None = None) -> Iterator[dict]:
+    def history(self, execution_arn: str, *, reverse: bool = False,
+                limit: int | None = None) -> Iterator[dict[str, Any]]:
         """Every history event, oldest first (`reverse`: newest first), page by page (AWS returns at most 1,000
         events a call, with `nextToken`). `limit`: stop after that many events."""
         ...

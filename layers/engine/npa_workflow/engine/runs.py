@@ -93,7 +93,8 @@ class RunStore:
         body = self.store.get(self.uri(run_id, "run.json"))
         if body is None:
             raise RunNotFound(f"run {run_id!r} has no frozen spec under {self.uri(run_id, '')}")
-        return json.loads(body)
+        doc: dict[str, Any] = json.loads(body)
+        return doc
 
     def options(self, run_id: str) -> RunOptions:
         """The run's options alone: no spec is read (cleanup needs only these)."""

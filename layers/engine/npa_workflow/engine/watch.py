@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import threading
@@ -254,9 +255,9 @@ class _Pass:
         _pool_each(work, lambda pair: self.tend(*pair), workers)
         for job_id, wave in list(self.to_cancel.items()):
             if wave.run_id not in self.ended_runs:
-                self.guarded(f"run {wave.run_id} cancel of job {job_id}", lambda w=wave: self.finish_cancel(w))
+                self.guarded(f"run {wave.run_id} cancel of job {job_id}", functools.partial(self.finish_cancel, wave))
         for run_id, (wave, check) in list(self.ended_runs.items()):
-            self.guarded(f"run {run_id} reap", lambda w=wave, c=check: self.reap_run(w, c))
+            self.guarded(f"run {run_id} reap", functools.partial(self.reap_run, wave, check))
         if not self.out_of_time():
             try:
                 self.report.triggers_completed = recount_watches(engine)
