@@ -1,6 +1,6 @@
 """The static planner: walk the spec from `initial`, unrolling loops with an assumed decision.
 
-Semantics follow the language reference §3: sequences walk children with transitions
+Semantics follow the language (docs/language.md, "States"): sequences walk children with transitions
 disabled (a child's `next` is still followed), looped sequences reset the decision each
 iteration and stop early when `until` holds, leaf loops number their steps, parallel groups
 append members in declared order and then follow the group's `next` (the barrier).

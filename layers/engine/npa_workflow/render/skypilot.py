@@ -1,4 +1,4 @@
-"""SkyPilot task documents (language reference §6.2–§6.4, §7): one step, a pipeline, a JobGroup, a wave.
+"""SkyPilot task documents (docs/operating.md, `render`): one step, a pipeline, a JobGroup, a wave.
 
 Pure functions: no I/O and no `import sky`. Secrets are rendered as NAMES with a placeholder
 value; `with_secret_values` puts the real values in right before a launcher submits.

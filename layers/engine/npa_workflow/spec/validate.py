@@ -1,4 +1,4 @@
-"""Validation of a spec document: every rule of the language reference, all problems at once.
+"""Validation of a spec document: every rule of the language (docs/language.md), all problems at once.
 
 `validate_document(raw, file=..., catalog=..., overrides=...)` returns a `LoadedSpec` or
 raises `SpecError` with every error; warnings (unknown keys, a run that can end on a
