@@ -94,7 +94,7 @@ class _Walker:
     def walk(self, initial: str) -> None:
         """Depth-first walk with an explicit stack, so long `next` chains and deep nesting cannot
         exhaust Python's recursion limit. Items are processed last-in first-out: a child's `next`
-        target is pushed on top and so expands before the child's next sibling (§3.2)."""
+        target is pushed on top and so expands before the child's next sibling."""
         stack: list[tuple] = [(_VISIT, initial, True, "")]
         while stack:
             item = stack.pop()
