@@ -1,6 +1,6 @@
 """Contract test of the in-process Lambda adapter on a real moto server with real boto3 clients.
 
-Proves the Step Functions features the compiled machines rely on (reference/local-stepfunctions.md):
+Proves the Step Functions features the compiled machines rely on (docs/architecture.md, "The flow of one run"):
 lambda:invoke, waitForTaskToken with SendTaskSuccess/Failure/Heartbeat, named errors for
 Retry/Catch, TimeoutSeconds, bounded inline Map, Choice.
 """

@@ -1,4 +1,4 @@
-"""SkyPilot rendering (§6.2–§6.4), job names and wave keys (§7).
+"""SkyPilot rendering (docs/operating.md, `render`): one step, a pipeline, a JobGroup; job names and wave keys.
 
 The `skypilot`-marked tests load every kind of rendered document with SkyPilot's own loader.
 """

@@ -1,5 +1,8 @@
-"""Where moto 5.2.5's Step Functions interpreter differs from AWS, the twin behaves as AWS does: every patch of
-moto's interpreter lives here, each naming the AWS behaviour it restores and the seam it uses.
+"""Where moto 5.2.5's Step Functions interpreter differs from AWS, the twin behaves as AWS does: every correction of
+an answer of moto's interpreter lives here, each naming the AWS behaviour it restores and the seam it uses. (moto's
+interpreter is patched elsewhere for speed, the same answers: `embedded_aws.moto_speedups`; and for what a runtime on
+one machine needs: waits that do not count a paused process, `embedded_aws.pause_aware_waits`; an execution's end
+told, `embedded_aws.execution_ends`; a stop remembered, `local.serve.record_stops`.)
 
 `moto_fixes()` applies them all for as long as a local stack lives (moto's classes are process-wide):
 

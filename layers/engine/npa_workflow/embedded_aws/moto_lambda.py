@@ -1,4 +1,4 @@
-"""Run moto's Lambda functions in-process: the one narrow adapter local runs need.
+"""Run moto's Lambda functions in-process: the twin's Lambda, with no Docker.
 
 moto (pinned to 5.2.5) runs a Lambda function in a Docker container. Local runs have no Docker,
 so :func:`install` replaces the single private method behind every invocation,
@@ -7,7 +7,7 @@ so :func:`install` replaces the single private method behind every invocation,
 ``Handler`` (``"package.module.function"``) and calls it in this process with the decoded event
 and a minimal Lambda context. Every Lambda path of moto goes through it: ``Invoke``, Step
 Functions ``lambda:invoke``, ``lambda:invoke.waitForTaskToken`` and plain function ARNs, S3 and
-EventBridge notifications. See ``shared/reference/local-stepfunctions.md``.
+EventBridge notifications (``tests/integration/test_moto_lambda_adapter.py`` drives the Step Functions paths).
 
 Errors look like AWS's Python runtime: a handler that raises returns ``errored=True`` (moto
 then sets ``X-Amz-Function-Error``) with the body::

@@ -1,4 +1,4 @@
-"""Item shapes of the run ledger: one DynamoDB table, single-table design (architecture decision 5).
+"""Item shapes of the run ledger: one DynamoDB table, single-table design (the `Ledger` port, docs/architecture.md).
 
 Table keys: partition key `pk` (S), sort key `sk` (S). Every item of a run shares `pk = RUN#<run_id>`,
 so one Query reads a whole run. Secondary indexes:

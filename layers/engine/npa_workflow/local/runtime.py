@@ -1,25 +1,33 @@
-"""The local runtime: run a spec's compiled state machine on an embedded AWS (ARCHITECTURE.md, decision 8).
+"""The local runtime: run a spec's compiled state machine on an embedded AWS, as the deployed stack runs it.
 
-`LocalRuntime(options).run()` does on one machine what the cloud stack does:
+`LocalRuntime(options).run()` does on one machine what the cloud stack does (docs/local.md):
 
-1. starts moto in server mode on 127.0.0.1 (`embedded_aws.moto_server`) and routes its Lambda invocations to the
-   handlers in `functions/` in this process (`embedded_aws.moto_lambda`);
-2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger
-   table, an IAM role, the launch/decide/trigger/cleanup functions (Handler `functions.<name>.handler.handler`)
-   and the compiled state machine with the functions' ARNs substituted;
+1. starts the embedded AWS (`embedded_aws`): moto in server mode on 127.0.0.1 (`embedded_aws.moto_server`), its
+   fixes and speed-ups, the handlers of `functions/` invoked in this process (`embedded_aws.moto_lambda`), every
+   DynamoDB item and S3 object written through to disk (`embedded_aws.durable_aws`) and the step gate, the only
+   endpoint a step is given (`embedded_aws.step_gate`) — `enter_embedded_aws`, shared with `local.serve`;
+2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger table,
+   an IAM role, every function of the function table (`protocol.functions`: inbox, launch, decide, trigger,
+   watch, cleanup, reap; `deploy_functions`) and the compiled state machine with the functions' ARNs substituted;
 3. freezes the run (spec, catalog, vars, options), writes Distributed Map member lists, records the run and
    starts the execution named by the run id, with the inbox Lambda's own function (`engine.start.start_run`);
-4. runs the watch pass (`engine.watch.watch_pass`, the watch Lambda's function) every `tick_seconds`,
-   which completes task tokens as local jobs end;
-5. when the execution has ended (or on Ctrl-C: StopExecution, then `reap`, as the reap Lambda would),
-   persists the ledger and returns the run report (`run_report`).
+4. delivers the stack's events through the event pump (`embedded_aws.event_pump`), which invokes the deployed
+   functions through the Lambda API: the scheduled watch event every `tick_seconds`, and at once when a job
+   this run's ledger recorded exits (`local_jobs.job_exits`) or the ledger records a job that already ended
+   (the durable layer's item-write listener); the execution's end is told by moto's interpreter
+   (`embedded_aws.execution_ends`) and read with `DescribeExecution` then, and once a second anyway;
+5. when the execution has ended, sends its "Execution Status Change" to the deployed reap function (SUCCEEDED
+   records the run's end; a failure cancels its jobs; with `--no-cancel-on-timeout` none is sent for a failure);
+   on Ctrl-C or SIGTERM: StopExecution, `engine.cleanup.reap`, then the ABORTED status change; then writes
+   `meta.json` and `report.json` and returns the run report (`run_report`).
 
 State that outlives the process lives under `.npa-workflow/` in the current directory (or
 `$NPA_WORKFLOW_HOME`): `jobs/` (the local executor's job records and logs) and `runs/<run-id>/`
-(`meta.json`, `report.json`, `lambdas.log`, and `aws/`: every DynamoDB item and S3 object of the run, written
-through as moto changes them, `embedded_aws.durable_aws`). `resume=True` restores `aws/` into a fresh moto and starts
-a new execution `<run-id>-r<n>` of the same run: its launches replay the waves that succeeded, whose outputs
-are back in S3.
+(`meta.json`, `report.json`, `lambdas.log`, `lambda-failures.jsonl` (the events a function failed on, see
+`embedded_aws.event_pump`), `step-access/` (the step gate's grants), and `aws/`: every DynamoDB item and S3
+object of the run, written through as moto changes them). `resume=True` restores `aws/` into a fresh moto,
+cancels the jobs a dead runtime left active, and starts a new execution `<run-id>-r<n>` of the same run: its
+launches replay the waves that succeeded, whose outputs are back in S3.
 
 One local run at a time per process: moto's configuration, `MOTO_PORT` and the in-process Lambdas'
 environment are process-wide.

@@ -1,30 +1,37 @@
 """`npa-workflow serve`: the whole stack on one machine, so a team can try the real flow with no AWS account.
 
-What it starts (the local runtime's embedded AWS, `local.runtime`):
+What it starts (the embedded AWS of `embedded_aws`, entered as `local.runtime` enters it: `enter_embedded_aws`):
 
 - moto in server mode on 127.0.0.1 (`--port`, default a free one) with the engine bucket `npa-workflow-local`,
-  the bucket(s) each deployed spec's config names, the ledger table, the launch/decide/trigger/cleanup
-  functions (in-process handlers), and one state machine per spec in the catalog's folder (`--catalog`,
-  default `specs/tools.yaml`: every other `*.yaml` there is a spec), compiled as the stack compiles them;
+  the bucket(s) each deployed spec's config names literally (a templated value, one holding `{`, is skipped), the
+  ledger table, every function of the function table (`protocol.functions`, handlers in this process:
+  `local.runtime.deploy_functions`), and one state machine per spec in the catalog's folder (`--catalog`,
+  default `specs/tools.yaml`; a spec is a `*.yaml`/`*.yml` file there whose document is a workflow spec:
+  `protocol.stack.deployable_spec_files`), compiled with the inbox's options so that the inbox's comparison picks
+  the deployed machine;
 - the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
-  reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them).
+  reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them). The inbox function
+  is configured through this process's environment (`inbox_environment`: a JSON map of the machines).
 
-Then the event sources of the cloud stack are emulated, from what the embedded stack itself does (nothing is
-listed per tick, so a serve that stored a thousand runs costs what a fresh one does):
+Then the event sources of the cloud stack are emulated by the event pump (`embedded_aws.event_pump`: AWS-shaped
+events, delivered to the deployed functions through the Lambda API, retried, failures written to
+`serve/lambda-failures.jsonl`), from what the embedded stack itself does (no bucket or run is listed per tick, so
+a serve that stored a thousand runs costs what a fresh one does):
 
-- S3 object arrival: the durable layer hears every object the stack stores (`DurableAws.object_written`, on the
-  writing thread); each is queued and delivered by the loop as one "Object Created" event — under `inbox/` of
-  the engine bucket → `engine.inbox.handle_object` (the inbox Lambda), and any object →
-  `engine.watermarks.on_object_created` (the trigger Lambda's S3 path). An object overwritten twice before the
-  loop delivers it is delivered once (its last version), like a coalesced event; the inbox absorbs duplicates.
-  Once, at start, the buckets are listed: what a previous serve stored but did not deliver (killed in between)
-  is delivered then;
-- the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick (`tick_seconds`, 0.25 s) while a run is
+- S3 object arrival: the durable layer tells of every object the stack stores (`DurableAws.object_written`, on
+  the writing thread); each is queued and delivered by the loop as one "Object Created" event — to the inbox
+  function when it is under `inbox/` of the engine bucket, and to the trigger function for any object. An object
+  overwritten twice before the loop delivers it is delivered once (its last version), like a coalesced event;
+  the inbox absorbs duplicates. Once, at start, the buckets are listed: what a previous serve stored but did not
+  deliver (killed in between) is delivered then;
+- the schedule: a "Scheduled Event" to the watch function every tick (`tick_seconds`, 0.25 s) while a run is
   RUNNING (a job's exit, an object's arrival wake the loop at once), every `IDLE_WATCH_SECONDS` otherwise;
-- execution status change: each RUNNING run (known from the ledger's writes, not by listing every run) whose
-  execution ended is recorded — SUCCEEDED, or FAILED/ABORTED/TIMED_OUT → `engine.cleanup.reap` (the reap
-  Lambda), after failing the task tokens the execution waits on (moto notices a StopExecution only when the
-  waiting Task ends). Each run's end is said once.
+- execution status change: the runs the ledger's writes show RUNNING (the durable layer's item-write listener,
+  not a listing of every run) are followed, and each pass describes their executions; one that ended is sent to
+  the reap function as "Step Functions Execution Status Change" — SUCCEEDED (reap records the end), or
+  FAILED/ABORTED/TIMED_OUT after failing the task tokens the execution waits on (moto notices a StopExecution
+  only when the waiting Task ends); should reap fail every attempt, `engine.cleanup.reap` runs here. Each run's
+  end is said once.
 
 Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
 a checkout of that code under the local home (`local_jobs.code_checkout`), as a SkyPilot task starts in its
@@ -33,10 +40,12 @@ inbox upload) starts in the spec folder (the serve process changes into it).
 The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`embedded_aws.durable_aws`),
 with the S3 event source's cursor: a serve restarted on the same home knows every run of the previous one and
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
-ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
+ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) stops and reaps every running run.
 Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
-started); `serve.json` there names the endpoint. With `ServeOptions.console` (the CLI's default) the web console
-is served too, at its own port (`console.embedded`: told of every ledger write by the durable layer).
+started); `serve.json` there names the endpoint, and the home is published in the bucket
+(`protocol.stack.SERVE_HOME_KEY`) for clients in other folders. With `ServeOptions.console` (the CLI's default)
+the web console is served too, at its own port (`console.embedded`: told of every ledger write by the durable
+layer).
 """
 
 from __future__ import annotations

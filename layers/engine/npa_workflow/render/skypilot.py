@@ -1,4 +1,4 @@
-"""SkyPilot task documents (language reference §6.2–§6.4, §7): one step, a pipeline, a JobGroup, a wave.
+"""SkyPilot task documents (docs/operating.md, `render`): one step, a pipeline, a JobGroup, a wave.
 
 Pure functions: no I/O and no `import sky`. Secrets are rendered as NAMES with a placeholder
 value; `with_secret_values` puts the real values in right before a launcher submits.
@@ -85,7 +85,7 @@ def is_kubernetes(profile: Mapping[str, Any]) -> bool:
 
 
 def skypilot_resources(profile: Mapping[str, Any], image: str) -> dict[str, Any]:
-    """The normalized `resources` block of §6.2 (copied keys only; k8s-specific rewrites)."""
+    """The normalized `resources` block of a task (copied keys only; k8s-specific rewrites)."""
     k8s = is_kubernetes(profile)
     out: dict[str, Any] = {}
     for key in _COPIED_RESOURCE_KEYS:
@@ -138,7 +138,7 @@ def skypilot_task(
     identity: str = "",
     code_uri: str = "",
 ) -> dict[str, Any]:
-    """One SkyPilot task document for `step` (§6.2). `identity` (the wave's launch key, default the
+    """One SkyPilot task document for `step`. `identity` (the wave's launch key, default the
     task name) makes NPA_WORKFLOW_ATTEMPT_ID unique per wave and attempt, loop rounds included.
     `code_uri` (the run's staged step code, `render.code`) is mounted at CODE_DIR, where `run` starts.
 
