@@ -70,14 +70,12 @@ def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint but no
     step gate, that endpoint, dummy credentials and a region (with a gate, each job's own credentials are laid
     over this by the executor: `embedded_aws.step_gate.StepAccess`)."""
-    from npa_workflow.embedded_aws.step_gate import ENDPOINT_ENV
-
     env = os.environ if env is None else env
     python_dir = str(Path(sys.executable).parent)
     path = env.get("PATH", "")
     job_env = {"PATH": python_dir + (os.pathsep + path if path else "")}
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip()
-    if endpoint and not env.get(ENDPOINT_ENV, "").strip():
+    if endpoint and not env.get(env_names.STEP_ENDPOINT, "").strip():
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or DEFAULT_REGION
         job_env.update(AWS_ENDPOINT_URL=endpoint, AWS_DEFAULT_REGION=region, AWS_REGION=region, **DUMMY_CREDENTIALS)
     return job_env
@@ -86,7 +84,7 @@ def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 def _cache_key(env: Mapping[str, str]) -> tuple[str, ...]:
     names = (env_names.LEDGER_TABLE, env_names.BUCKET, env_names.EXECUTOR, env_names.LOCAL_STATE_DIR, env_names.HOME,
              "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION", env_names.SKYPILOT_ENDPOINT,
-             env_names.RETENTION_DAYS, "NPA_WORKFLOW_STEP_ENDPOINT", "NPA_WORKFLOW_STEP_GRANTS")
+             env_names.RETENTION_DAYS, env_names.STEP_ENDPOINT, env_names.STEP_GRANTS)
     return tuple(env.get(n, "") for n in names)
 
 
