@@ -32,6 +32,8 @@ told, `embedded_aws.execution_ends`; a stop remembered, `local.serve.record_stop
 
 The tests name each behaviour, one per documented sentence, with generic ASL:
 tests/integration/test_moto_lambda_adapter.py (the interpreter alone) and tests/e2e/test_moto_fixes.py (runs).
+Each fix also has a canary there (`test_canary_moto_*`): the same probe on plain moto, asserting moto still answers
+the wrong way; when an upgraded moto answers as AWS does, the canary fails with "moto now ... itself: remove fix N".
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from npa_workflow.embedded_aws.patched_versions import PATCHED_VERSIONS
 from npa_workflow.protocol.errors import LAMBDA_TIMED_OUT, lambda_error_type
 
 __all__ = [
@@ -66,7 +67,7 @@ __all__ = [
     "uninstall",
 ]
 
-SUPPORTED_MOTO_VERSION = "5.2.5"
+SUPPORTED_MOTO_VERSION = PATCHED_VERSIONS["moto"]
 
 LOG = logging.getLogger(__name__)
 
