@@ -68,7 +68,7 @@ def test_reap_cancels_the_jobs_of_an_execution_that_ended(engine: object, tmp_pa
     engine.ledger.begin_attempt(run_id, "work", state="work", attempt=1, task_token="tok")
     submission = engine.executor.submit(JobRequest(
         name="reap-run-01-work", step=step("work", [sys.executable, "-c", "import time; time.sleep(60)"]),
-        task_yaml="", env={}, workdir=tmp_path))
+        env={}, workdir=tmp_path))
     engine.ledger.record_submission(run_id, "work", 1, job_id=submission.job_id)
     pgid = json.loads((tmp_path / "state" / "jobs" / f"{submission.job_id}.json").read_text())["pgid"]
     assert group_alive(pgid)
@@ -129,7 +129,7 @@ def test_the_watch_handler_observes_a_finished_job_and_records_it(engine: object
     run_id = "watch-run"
     engine.ledger.begin_attempt(run_id, "quick", state="quick", attempt=1)
     submission = engine.executor.submit(JobRequest(
-        name="watch-run-01-quick", step=step("quick", [sys.executable, "-c", "pass"]), task_yaml="", env={},
+        name="watch-run-01-quick", step=step("quick", [sys.executable, "-c", "pass"]), env={},
         workdir=tmp_path))
     engine.ledger.record_submission(run_id, "quick", 1, job_id=submission.job_id)
     deadline = time.monotonic() + 20

@@ -738,8 +738,10 @@ class SkyPilotApi:
             )
         return info
 
-    def launch(self, task_yaml: str, name: str) -> str:
-        """Submit a managed job named exactly ``name``; returns the server's request id.
+    def launch(self, task_yaml: str, name: str, *, named: bool = False) -> str:
+        """Submit a managed job named exactly ``name``; returns the server's request id. ``named``: the caller
+        wrote the header document that names the job ``name`` (``render.JobDocument`` does), so the YAML is
+        sent as it is; otherwise it is read to name the job (:func:`with_job_name`).
 
         The request takes 10–40 s (minutes when a controller VM must be provisioned): poll it
         with :meth:`request_status` / :meth:`launched_job_ids`, never wait for it in one
@@ -747,7 +749,9 @@ class SkyPilotApi:
         :class:`SkyPilotUnavailable` with ``maybe_received=True`` (reconcile with
         :meth:`find_jobs_by_name` before launching again); a launch is never retried blindly.
         """
-        body = {"task": with_job_name(task_yaml, name), "name": name}
+        if not name or not isinstance(name, str):
+            raise ValueError("a managed job needs a non-empty name")
+        body = {"task": task_yaml if named else with_job_name(task_yaml, name), "name": name}
         return self._submit("/jobs/launch", body, idempotent=False)
 
     def request_status(self, request_ids: Sequence[str]) -> dict[str, str]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         WaveStatus,
     )
     from npa_workflow.plan.model import PlanStep
+    from npa_workflow.render.skypilot import JobDocument
 
 Outcome = Literal[
     "pending", "running", "succeeded", "failed", "infrastructure_failed", "configuration_failed", "cancelled", "lost"
@@ -38,11 +39,18 @@ class JobRequest:
 
     name: str
     step: PlanStep
-    task_yaml: str  # the SkyPilot document (what a SkyPilot executor submits)
     env: Mapping[str, str]  # engine variables for the job (run id, state, attempt, AWS endpoint locally)
+    # The SkyPilot job as data (render.JobDocument, named `name`): a SkyPilot executor writes it as YAML once, with
+    # the secrets' values, and sends that. None: a job no SkyPilot executor is given (a local executor's tests).
+    document: JobDocument | None = None
     secret_names: tuple[str, ...] = ()
     workdir: Path | None = None  # local jobs run here (the spec's folder)
     code_uri: str = ""  # the run's staged code (render.code): a local job starts in a checkout of it, as a task does
+
+    @property
+    def task_yaml(self) -> str:
+        """The document as `npa-workflow render` shows it (secrets by name), written when asked: "" without one."""
+        return self.document.text() if self.document is not None else ""
 
 
 @dataclass(frozen=True)
