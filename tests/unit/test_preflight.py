@@ -13,7 +13,8 @@ from moto import mock_aws
 
 from npa_workflow.engine import wiring
 from npa_workflow.engine.preflight import environment_presence, needed_secrets, secret_problems
-from npa_workflow.local.runtime import LocalRunError, LocalRunOptions, LocalRuntime
+from npa_workflow.errors import SpecError
+from npa_workflow.local.runtime import LocalRunOptions, LocalRuntime
 from npa_workflow.spec.load import load_spec
 
 CATALOG = """\
@@ -53,11 +54,11 @@ def test_run_refuses_before_anything_starts_naming_the_secret_the_state_and_run(
                                                                                   monkeypatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     runtime = LocalRuntime(LocalRunOptions(spec=spec, catalog=spec.parent / "tools.yaml", home=tmp_path / "home"))
-    with pytest.raises(LocalRunError) as raised:
+    with pytest.raises(SpecError) as raised:
         runtime.run()
-    message = str(raised.value)
-    assert "states.publish: secret HF_TOKEN (for state publish) is not set" in message
-    assert "export it before `npa-workflow run`" in message
+    [problem] = raised.value.problems
+    assert problem.format() == (f"{spec}: states.publish: secret HF_TOKEN (for state publish) is not set in the "
+                                "environment of npa-workflow run (fix: export HF_TOKEN before `npa-workflow run`)")
     assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())
     assert not (tmp_path / "home" / "jobs").exists()  # nothing launched
 
@@ -68,8 +69,14 @@ def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secr
     present, where, fix = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "local"})
     [problem] = secret_problems(loaded, present, where=where, fix=fix)
     assert "the environment of npa-workflow serve" in problem.message
-    assert "restart serve" in problem.hint and "npa-workflow run" not in problem.hint + problem.message
-    assert wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot"}) is None  # nothing here can tell
+    assert "export HF_TOKEN where `npa-workflow serve` starts, then restart serve" in problem.hint
+    assert "npa-workflow run" not in problem.hint + problem.message
+    # a stack without a step-secrets secret can give a step no secret: refused, naming the context value
+    present, where, fix = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot"})
+    [problem] = secret_problems(loaded, present, where=where, fix=fix)
+    assert problem.message == ("secret HF_TOKEN (for state publish) cannot be given to its jobs: this stack has "
+                               "no step-secrets secret")
+    assert "-c stepSecretsArn=ARN" in problem.hint and "the key HF_TOKEN" in problem.hint
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(key, "x")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -82,14 +89,24 @@ def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secr
         [problem] = secret_problems(loaded, present, where=where, fix=fix)
         assert f"secret HF_TOKEN (for state publish) is not set in the step-secrets secret {arn}" == problem.message
         assert "some-value" not in problem.message + problem.hint  # keys only: no value in a message
+        assert problem.hint.startswith("add the key HF_TOKEN to that JSON secret")
+        boto3.client("secretsmanager").put_secret_value(SecretId=arn, SecretString="not json")
+        present, where, fix = wiring.step_secret_presence(env)
+        [problem] = secret_problems(loaded, present, where=where, fix=fix)
+        assert problem.message == (f"secret HF_TOKEN (for state publish) cannot be given to its jobs: the "
+                                   f"step-secrets secret {arn} is not a JSON object of NAME: value")
+        gone = arn.replace(":steps-", ":gone-")  # a deleted (or never created) secret: the launch could not read it
+        present, where, fix = wiring.step_secret_presence({**env, wiring.STEP_SECRETS_ARN_ENV: gone})
+        [problem] = secret_problems(loaded, present, where=where, fix=fix)
+        assert "ResourceNotFoundException" in problem.message and "stepSecretsArn" in problem.hint
         boto3.client("secretsmanager").put_secret_value(SecretId=arn, SecretString=json.dumps({"HF_TOKEN": "hf-v"}))
         present, where, fix = wiring.step_secret_presence(env)
         assert secret_problems(loaded, present, where=where, fix=fix) == []
-    # a secret the inbox cannot read (no permission on an older stack): no verdict, the launch says
+    # a secret the inbox cannot reach just now (the network): no verdict, the launch reads it again and says
     unreadable = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV:
                                               "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf",
                                               "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
-    assert unreadable is not None and unreadable[0](["HF_TOKEN"]) is None
+    assert unreadable[0](["HF_TOKEN"]) is None
 
 
 def test_the_inbox_rejects_a_run_whose_secret_serve_lacks_before_starting_it(spec: Path, monkeypatch) -> None:
