@@ -21,28 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 # prepare, a group (fit-b needs DB_PASS, which is set), a loop whose body needs WANDB_KEY, then publish
 # (HF_TOKEN): the two missing ones are needed only from the third state on.
-CATALOG = """\
-apiVersion: npa.workflow.tools/v1
-tools:
-  t.prepare: {description: prepare, argv: ["true"]}
-  t.fit: {description: fit, argv: ["true"], secretEnv: [DB_PASS]}
-  t.train: {description: train, argv: ["true"], secretEnv: [WANDB_KEY, DB_PASS]}
-  t.publish: {description: publish, argv: ["true"], secretEnv: [HF_TOKEN]}
-"""
-SPEC = """\
-apiVersion: npa.workflow/v0.0.1
-kind: Workflow
-metadata: {name: late-secret}
-initial: prepare
-states:
-  prepare: {toolRef: t.prepare, next: fits}
-  fits: {parallel: [fit-a, fit-b], next: refine}
-  fit-a: {toolRef: t.prepare}
-  fit-b: {toolRef: t.fit}
-  refine: {sequence: [train], loop: {max: 2}, next: publish}
-  train: {toolRef: t.train}
-  publish: {toolRef: t.publish, terminal: true}
-"""
+DATA = Path(__file__).resolve().parents[1] / "unit" / "data" / "preflight"
 HELD_VALUE = "db-pass-value-never-said"
 MISSING = ("WANDB_KEY", "HF_TOKEN")
 
@@ -50,8 +29,8 @@ MISSING = ("WANDB_KEY", "HF_TOKEN")
 def folder(tmp_path: Path) -> Path:
     ws = tmp_path / "team"
     ws.mkdir()
-    (ws / "tools.yaml").write_text(CATALOG)
-    (ws / "late-secret.yaml").write_text(SPEC)
+    for name in ("tools.yaml", "late-secret.yaml"):
+        (ws / name).write_text((DATA / name).read_text())
     return ws
 
 
