@@ -116,5 +116,10 @@ def test_serves_inbox_refuses_before_any_job_naming_serve_not_run(serve: Serve, 
     assert [i for i in items if i["pk"]["S"].startswith(run_pk(""))] == []  # (the stack's own watch lease only)
     jobs = serve.home / "jobs"
     assert not jobs.exists() or [p.name for p in jobs.iterdir() if p.is_file()] == []  # no job record, no log
-    assert HELD_VALUE not in done.stdout + done.stderr + table.stderr + serve.log.read_text()
+    said = serve.log.read_text()  # and serve said so when it started, for the spec it deployed
+    assert (f"npa-workflow serve: warning: {serve.ws / 'late-secret.yaml'}: states.publish: secret HF_TOKEN (for "
+            "state publish) is not set in the environment of npa-workflow serve (fix: export HF_TOKEN where "
+            "`npa-workflow serve` starts, then restart serve (its jobs get serve's environment)); its runs are "
+            "refused until then") in said.splitlines()
+    assert HELD_VALUE not in done.stdout + done.stderr + table.stderr + said
     nowhere_under(serve.home, HELD_VALUE)
