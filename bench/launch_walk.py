@@ -135,8 +135,11 @@ def child(launches: int) -> None:
     from moto import mock_aws
 
     from functions.launch.handler import handler
+    try:  # the wiring's home since it left engine/; a baseline checkout may have it in either
+        from npa_workflow import wiring
+    except ImportError:
+        from npa_workflow.engine import wiring  # type: ignore[no-redef]
     from npa_workflow.embedded_aws.moto_lambda import LambdaContext
-    from npa_workflow.engine import wiring
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.ledger import RunRecord
 

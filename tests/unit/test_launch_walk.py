@@ -14,7 +14,7 @@ import test_skypilot_api as sky
 import yaml
 from moto import mock_aws
 
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.ledger import RunRecord
 

@@ -191,11 +191,11 @@ class LazyExecutor:
         return self._get().confirm_cancelled(job_ids, timeout_seconds)
 
 
-def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str] | None:
-    """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix),
-    or None when nothing here can tell (a SkyPilot stack without a step-secrets secret). Locally (`serve`) the
-    jobs inherit this process's environment; on a stack they get the step-secrets JSON secret's keys."""
-    from npa_workflow.engine.preflight import environment_presence, local_fix
+def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str]:
+    """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix).
+    Locally (`serve`) the jobs inherit this process's environment; on a stack they get the step-secrets JSON
+    secret's keys (read once per check), and a stack without one can give a step no secret at all."""
+    from npa_workflow.engine.preflight import Unreadable, environment_presence, local_fix
 
     env = os.environ if env is None else env
     kind = env.get(env_names.EXECUTOR, "").strip() or "skypilot"
@@ -203,13 +203,24 @@ def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str
         return environment_presence(dict(env)), "the environment of npa-workflow serve", local_fix("serve")
     arn = env.get(env_names.STEP_SECRETS_ARN, "").strip()
     if not arn:
-        return None
+        none = Unreadable("this stack has no step-secrets secret",
+                          "deploy the stack with -c stepSecretsArn=ARN of a Secrets Manager secret holding a JSON "
+                          "object with the key {name} (docs/deploy.md)")
+        return (lambda names: none), "the stack", none.fix
     from npa_workflow.adapters.aws_clients import AwsClients
-    from npa_workflow.adapters.secrets import SecretsManagerSecrets
+    from npa_workflow.adapters.secrets import SecretsManagerSecrets, SecretUnreadable
 
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or (DEFAULT_REGION if endpoint else None)
     clients = AwsClients(endpoint_url=endpoint, region=region, pool_size=1)
     source = SecretsManagerSecrets(arn, clients.client("secretsmanager", pooled=False))
-    return (source.presence, f"the step-secrets secret {arn}",
-            "add the key to that JSON secret (aws secretsmanager put-secret-value), then submit again")
+    fix = "add the key {name} to that JSON secret (aws secretsmanager put-secret-value), then submit again"
+
+    def present(names: Any) -> Any:
+        try:
+            return source.presence(names)
+        except SecretUnreadable as exc:
+            return Unreadable(f"the step-secrets secret {exc}", "check stepSecretsArn names an existing JSON "
+                              "secret the stack may read (docs/deploy.md), then submit again")
+
+    return present, f"the step-secrets secret {arn}", fix

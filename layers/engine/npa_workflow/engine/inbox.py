@@ -367,10 +367,7 @@ def _check_secrets(prepared: _Prepared) -> None:
     from npa_workflow.engine.preflight import secret_problems
     from npa_workflow.wiring import step_secret_presence
 
-    source = step_secret_presence()
-    if source is None:
-        return
-    present, where, fix = source
+    present, where, fix = step_secret_presence()
     problems = secret_problems(prepared.loaded, present, where=where, fix=fix)
     inline = prepared.request is not None and isinstance(prepared.request.spec, dict)
     if problems:

@@ -91,11 +91,10 @@ def _fence_sequence(engine: Engine, visit: Visit) -> int:
 
 
 def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:
-    """`--secret-env` names of the run, plus the `secretEnv` of the state's tool."""
-    tool_ref = run.loaded.spec.states[visit.state].tool_ref
-    tool = run.loaded.catalog.get(tool_ref) if tool_ref else None
-    names = list(run.options.secret_names) + (tool.secret_env if tool else [])
-    return tuple(dict.fromkeys(names))
+    """`--secret-env` names of the run, plus the `secretEnv` of the state's tool (what the preflight checked)."""
+    from npa_workflow.engine.preflight import state_secrets
+
+    return state_secrets(run.loaded, visit.state, run.options.secret_names)
 
 
 def _submit(

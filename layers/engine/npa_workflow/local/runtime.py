@@ -786,11 +786,12 @@ class LocalRuntime:
 
 def _preflight_secrets(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...]) -> None:
     """Every secret the plan's jobs need is in this environment before anything starts (engine.preflight)."""
-    from npa_workflow.engine.preflight import local_secret_problems, one_line
+    from npa_workflow.engine.preflight import local_secret_problems
+    from npa_workflow.errors import SpecError
 
     problems = local_secret_problems(loaded, "run", secret_names)
-    if problems:
-        raise LocalRunError(f"{spec_path}: {one_line(problems)}")
+    if problems:  # one line each, as the spec's own errors are printed
+        raise SpecError([replace(p, file=str(spec_path)) for p in problems])
 
 
 def _resumable_meta(run_id: str, meta_path: Path) -> dict[str, Any]:
