@@ -305,8 +305,8 @@ class StackClient:
                              "resume yet")
         plan = plan_resume(execution)
         runs = RunStore(S3Store(self.s3), self.bucket)
-        current = runs.options(run_id)
-        new_code = code is not None and (current.code_uri, current.code_digest) != code
+        current = runs.options(run_id) if code is not None else None
+        new_code = current is not None and (current.code_uri, current.code_digest) != code
         if new_code:
             plan = ResumePlan(NEW_EXECUTION, "the step code was re-staged: a new execution replays the succeeded "
                                              "waves and runs the others in the new code")

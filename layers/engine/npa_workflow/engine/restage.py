@@ -10,13 +10,12 @@ wrote.
 
 from __future__ import annotations
 
-from typing import Any
-
 from npa_workflow.engine.errors import RunNotFound
+from npa_workflow.engine.ports import Ledger
 from npa_workflow.engine.runs import RunStore
 
 
-def restage(runs: RunStore, ledger: Any, run_id: str, code_uri: str, code_digest: str,
+def restage(runs: RunStore, ledger: Ledger, run_id: str, code_uri: str, code_digest: str,
             rewrite: bool = True) -> tuple[str, str] | None:
     """Point run `run_id` at the staged code (`rewrite=False`: the caller freezes the run again itself, as a
     local `run --resume` does) and record the change; (old digest, new digest), or None when the code is the same.
