@@ -78,15 +78,32 @@ def code_bundle(root: str | Path, exclude: str | Path | None = None) -> CodeBund
         rel = path.relative_to(root).as_posix()
         executable = bool(info.st_mode & stat.S_IXUSR)
         content = hashlib.sha256(path.read_bytes()).hexdigest()
-        digest.update(f"{rel}\0{'x' if executable else '-'}\0{content}\n".encode())
+        digest.update(digest_line(rel, executable, content))
         files.append((rel, path, executable))
     return CodeBundle(root, digest.hexdigest(), tuple(files))
 
 
 def manifest_json(bundle: CodeBundle) -> bytes:
     """The manifest a staged prefix (and a local checkout) ends with: its presence says the copy is complete."""
-    files = [{"path": rel, "executable": x} for rel, _, x in bundle.files]
-    return json.dumps({"digest": bundle.digest, "files": files}, indent=1).encode("utf-8")
+    return manifest_of(bundle.digest, [(rel, x) for rel, _, x in bundle.files])
+
+
+def manifest_of(digest: str, files: list[tuple[str, bool]]) -> bytes:
+    """The manifest of `files` ((relative path, executable), in the digest's order)."""
+    entries = [{"path": rel, "executable": x} for rel, x in files]
+    return json.dumps({"digest": digest, "files": entries}, indent=1).encode("utf-8")
+
+
+def digest_line(rel: str, executable: bool, content_sha256: str) -> bytes:
+    """One file's part of a folder's digest (`code_bundle`, and an inbox code bundle: `engine.inbox_code`)."""
+    return f"{rel}\0{'x' if executable else '-'}\0{content_sha256}\n".encode()
+
+
+def walk_order(rel: str) -> tuple[tuple[int, str], ...]:
+    """The order `code_bundle` visits `rel` in (a folder's files, sorted, before its sub-folders, sorted): a
+    digest of the same files listed otherwise (a tar's members) comes out the same."""
+    *folders, name = rel.split("/")
+    return (*((1, f) for f in folders), (0, name))
 
 
 def code_root(spec_path: str | Path, catalog_workdir: str = "", catalog_path: str | Path | None = None,
