@@ -217,9 +217,17 @@ def test_unreadable_uploads_are_rejected(env, body, message):
 
 
 def test_a_spec_not_deployed_runs_on_an_ad_hoc_machine_or_is_rejected(env):
+    import io
+    import tarfile
+
     text = (SPECS / "gate-loop.yaml").read_text()
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:  # its steps' code, beside it (engine.inbox_code)
+        tar.add(SPECS / "steps", arcname="steps", filter=lambda m: None if "__pycache__" in m.name else m)
+    assert handle(env, upload(env, "inbox/gate.code.tar.gz", packed.getvalue())).status == "ignored"
     started = handle(env, upload(env, "inbox/gate.yaml", text))
     assert started.status == "started" and started.machine == "ad-hoc"
+    assert env.engine.runs.load(started.run_id).options.code_uri.startswith(f"s3://{BUCKET}/code/")
     assert re.fullmatch(re.escape(AD_HOC_PREFIX) + r"[0-9a-f]{16}", started.machine_arn.rsplit(":", 1)[1])
     strict = InboxSettings(state_machines=env.settings.state_machines)
     result = handle(env, upload(env, "inbox/gate2.yaml", text), strict)

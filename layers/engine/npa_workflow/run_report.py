@@ -6,7 +6,8 @@ ledger items and the execution's history: the same for the local twin and a depl
      "waves": [{"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running",
                 "submitted_at", "started_at", "ended_at"}],
      "decisions": [{"state", "uri", "decision", "source"}],  # one per visit: the latest read
-     "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches
+     "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches, a resume
+                        # that re-staged the step code (from which digest to which: engine.restage)
      "watermarks": [{"state", "uri", "objects", "min_objects", "waiting"}],  # waiting: for objects to land
      "execution_arn", "execution_started_at", "state_transitions", "history_events",
      "history_error": why the history could not be read (throttled, denied), only when so: the counts are unknown}
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from npa_workflow.engine.restage import code_change_notices
 from npa_workflow.ledger import DecisionRecord, RunRecord, Watermark, WaveAttempt, WaveStatus
 from npa_workflow.ledger.items import run_pk
 from npa_workflow.protocol.errors import JOB_LEFT_RUNNING
@@ -269,7 +271,8 @@ def build_report(
             {"state": d.state, "uri": d.uri, "decision": d.decision, "source": d.source}
             for d in latest_decisions(decisions)
         ],
-        "notices": decision_notices(latest_decisions(decisions)),
+        "notices": decision_notices(latest_decisions(decisions))
+        + code_change_notices(runs[0].code_changes if runs else []),
         "execution_started_at": _started_at(events),
         "watermarks": [{"state": m.state, "uri": m.uri, "objects": m.objects, "min_objects": m.min_objects,
                         "waiting": m.waiting} for m in marks],

@@ -276,10 +276,17 @@ class StackClient:
     def _stop(self, execution_arn: str) -> bool:
         return self.executions.stop(execution_arn, RUN_CANCELLED, "cancelled with npa-workflow cancel")
 
-    def resume(self, run_id: str) -> dict[str, Any]:
+    def resume(self, run_id: str, code: tuple[str, str] | None = None) -> dict[str, Any]:
         """RedriveExecution where it continues real work (an ABORTED/TIMED_OUT execution: `engine.resume_plan`);
         otherwise — every FAILED run, or a service without redrive — a new execution `<run>-r<n>` of the same
-        state machine with the same input (its launches replay succeeded waves)."""
+        state machine with the same input (its launches replay succeeded waves).
+
+        `code`: (URI, digest) of step code staged for the resume (`resume --restage`): when it is not the run's,
+        the frozen run is pointed at it and the change recorded (`engine.restage`), and the resume is always a new
+        execution (a redrive keeps the execution whose Lambdas may hold the run's old options)."""
+        from npa_workflow.engine.restage import restage
+        from npa_workflow.engine.runs import RunStore
+
         record = self.run(run_id)
         if record.status == RunStatus.RUNNING:
             raise StackError(f"run {run_id!r} is still RUNNING: nothing to resume")
@@ -295,6 +302,12 @@ class StackClient:
             raise StackError(f"run {run_id!r}: its execution is still RUNNING (the ledger will follow): nothing to "
                              "resume yet")
         plan = plan_resume(execution)
+        runs = RunStore(S3Store(self.s3), self.bucket)
+        current = runs.options(run_id) if code is not None else None
+        new_code = current is not None and (current.code_uri, current.code_digest) != code
+        if new_code:
+            plan = ResumePlan(NEW_EXECUTION, "the step code was re-staged: a new execution replays the succeeded "
+                                             "waves and runs the others in the new code")
         self.ledger.clear_cancel(run_id)  # an earlier cancel must not make the resumed run's launches refuse
         if plan.mode == REDRIVE and self.endpoint_url:
             # moto (a local serve) does not implement RedriveExecution: asking it only makes the server log a
@@ -311,11 +324,13 @@ class StackClient:
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
         self._check_pinned_definition(record, execution.machine_arn)
+        changed = restage(runs, self.ledger, run_id, *code) if new_code and code is not None else None
         name = next_execution_name(run_id, execution.name)
         arn = self.executions.start(execution.machine_arn, name, execution.input or "{}")
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
         return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
-                "reason": plan.reason}
+                "reason": plan.reason,
+                **({"code": {"from": changed[0], "to": changed[1], "uri": code[0]}} if changed and code else {})}
 
 
     def _check_pinned_definition(self, record: RunRecord, machine_arn: str) -> None:

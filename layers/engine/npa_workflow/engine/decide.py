@@ -27,7 +27,7 @@ from npa_workflow.protocol.payloads import DecideTask
 
 def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, Any]:
     task = DecideTask.of(task)
-    run = engine.runs.load(task.run_id)
+    run = engine.runs.load(task.run_id, task.execution)
     visit = visit_of(run, task.state, task.loops)
     spec = run.loaded.spec
     st = spec.states[visit.state]

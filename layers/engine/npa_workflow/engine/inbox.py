@@ -68,6 +68,7 @@ from npa_workflow.compile.deadlines import retention_problem
 from npa_workflow.compile.names import is_legal
 from npa_workflow.compile.options import CompileOptions
 from npa_workflow.engine.context import Engine
+from npa_workflow.engine.inbox_code import is_code_bundle, raw_upload_code
 from npa_workflow.engine.ports import Executions, MachineAlreadyExists
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import StartedRun, run_id_for_object, start_run
@@ -233,6 +234,8 @@ def handle_object(
 ) -> InboxResult:
     if not key.startswith(INBOX_PREFIX) or key.endswith("/"):
         return InboxResult("ignored", key, reason=f"not an object under {INBOX_PREFIX}")
+    if is_code_bundle(key):
+        return InboxResult("ignored", key, reason="a code bundle: staged when the spec beside it is uploaded")
     uri = f"s3://{bucket}/{key}"
     body = _read_object(engine, bucket, key, version_id)
     if body is None:
@@ -247,6 +250,9 @@ def handle_object(
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
         _check_retention(options, compiled.definition, settings, uri)
         machine_arn, kind = _choose_machine(executions, settings, prepared.loaded, compiled)
+        if prepared.request is None:  # a raw spec upload: the code bundle beside it, staged (engine.inbox_code)
+            options = options.model_copy(update={"code_uri": raw_upload_code(engine.store, bucket, key,
+                                                                              prepared.loaded, kind)})
         request_run_id = prepared.request.run_id if prepared.request else None
         run_id = request_run_id or run_id_for_object(bucket, key, version_id or (etag or "").strip('"'),
                                                      prepared.loaded.spec.name)

@@ -46,7 +46,7 @@ def _workdir(run: Any) -> Path | None:
 
 def launch(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]:
     task = WaveTask.of(task)
-    run = engine.runs.load(task.run_id)
+    run = engine.runs.load(task.run_id, task.execution)
     visit = visit_of(run, task.state, task.loops, task.group)
     token = task.token
     requested = engine.ledger.cancel_requested(visit.run_id)

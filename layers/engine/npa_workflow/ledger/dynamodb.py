@@ -285,6 +285,22 @@ class DynamoLedger:
             raise
         return RunRecord.from_item(item)
 
+    def record_code_change(self, run_id: str, from_digest: str, to_digest: str, code_uri: str) -> RunRecord:
+        """Append a re-stage of the run's step code (a resume with fixed code) to the RUN item's `code_changes`:
+        the run's report says from which code to which, and when. Raises `LedgerNotFound` without the run."""
+        entry = serialize({"e": [{"at": utc_now(), "from": from_digest, "to": to_digest, "uri": code_uri}]})["e"]
+        try:
+            item = self._update(
+                run_id, "RUN", "SET code_changes = list_append(if_not_exists(code_changes, :none), :entry) "
+                               "ADD changes :one",
+                {":none": {"L": []}, ":entry": entry, ":one": {"N": "1"}}, "attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                raise LedgerNotFound(f"no run {run_id!r} in ledger {self.table_name}") from None
+            raise
+        return RunRecord.from_item(item)
+
     def note_changes(self) -> int:
         """Move the change counter (`changes`) of every run whose waves this ledger wrote since the last call:
         one UpdateItem per run, however many of its waves changed. The watch pass calls it once at its end, so a

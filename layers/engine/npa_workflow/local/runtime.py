@@ -75,16 +75,18 @@ from npa_workflow.embedded_aws.in_process_calls import in_process_calls
 from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 from npa_workflow.embedded_aws.moto_speedups import moto_speedups
 from npa_workflow.embedded_aws.sdk_models import sdk_models_parsed_once
+from npa_workflow.engine.restage import restage
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.run_waves import RunWaves
+from npa_workflow.local_jobs.code_checkout import stage_folder
 from npa_workflow.local_jobs.job_exits import EXIT_SUFFIX, JobExits
 from npa_workflow.protocol import environment, errors, run_ids
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE
-from npa_workflow.render.code import spec_code_root
+from npa_workflow.render.code import CodeError, spec_code_root
 from npa_workflow.spec.buckets import FIX as BUCKET_FIX
 from npa_workflow.spec.buckets import bucket_name_problem
 from npa_workflow.spec.catalog import find_catalog
@@ -364,6 +366,7 @@ class LocalRuntime:
         self.execution_name = ""
         self.loaded: LoadedSpec | None = None
         self._machine: Any = None  # the CompiledMachine, once deployed
+        self._code: tuple[Path, str] = (Path(), "")  # the staged copy of the steps' code and its digest, once loaded
         self.pump: EventPump  # the event sources of the deployed stack, once deployed
         self._settle_heap: Callable[[], None] = lambda: None
 
@@ -418,6 +421,10 @@ class LocalRuntime:
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
         _preflight_secrets(loaded, spec_path, opt.secret_names)
+        try:  # the steps start in a copy of their code, as a task in its file_mounts (local_jobs.code_checkout)
+            self._code = stage_folder(spec_code_root(spec_path, loaded), self.home)
+        except CodeError as exc:
+            raise LocalRunError(f"{spec_path}: {exc}") from None
         spec = loaded.spec
         if spec.runtime_only and opt.assume_decision:
             raise LocalRunError(
@@ -640,11 +647,13 @@ class LocalRuntime:
         opt = self.options
         options = RunOptions(
             assume_decision=decisions.normalize(opt.assume_decision) if opt.assume_decision else "",
-            workdir=str(spec_code_root(opt.spec, loaded)),  # where commands start on a cluster too
+            workdir=str(self._code[0]), code_digest=self._code[1],  # the staged copy of the code
             cancel_on_timeout=opt.cancel_on_timeout,
             max_wait_seconds=opt.max_wait_seconds,
             secret_names=tuple(opt.secret_names),
         )
+        if opt.resume:  # fixed code since the run failed: said in its report (engine.restage)
+            restage(engine.runs, engine.ledger, self.run_id, "", self._code[1], rewrite=False)
         started = start_run(
             engine, sfn, machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
             spec_text=spec_text, catalog_text=catalog_text, run_id=self.run_id, variables=variables,

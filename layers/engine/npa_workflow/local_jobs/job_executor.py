@@ -134,10 +134,10 @@ class LocalJobExecutor:
     def _code_folder(self, job: JobRequest) -> Path:
         """The run's staged code, checked out under `<home>/code/` (local_jobs.code_checkout): a job of a run that
         staged its code starts there, as its SkyPilot task would, not in the folder's current code."""
-        from npa_workflow.local_jobs.code_checkout import CodeCheckoutError, checkout
+        from npa_workflow.local_jobs.code_checkout import CHECKOUTS, CodeCheckoutError, checkout
 
         try:
-            return checkout(job.code_uri, self.local.state_dir / "code")
+            return checkout(job.code_uri, self.local.state_dir / CHECKOUTS)
         except CodeCheckoutError as exc:
             raise SubmitError(str(exc), "configuration") from None
 
