@@ -67,8 +67,6 @@ TWIN_DIFFERENCES: dict[str, str] = {
     "allowAdHocSpecs (serve)": "`serve` allows ad-hoc specs, as a stack deployed with -c allowAdHocSpecs=true, so "
                                "`submit` of any spec file works; `run` and the cloud's default do not",
     "function log groups": "the handlers run in the twin's process and log to its lambdas.log, not CloudWatch",
-    "S3 event version-id": "the twin's events carry no `version-id` (the durable layer hears an object's ETag, not "
-                           "its version): the inbox keys an upload's run by its ETag, as for an unversioned bucket",
     "process-only variables": "the embedded AWS's endpoint and test credentials, the local home, metrics and "
                               "tracing off are set in the process, in no function's configuration",
     "not deployed": "the access-log bucket, the dead-letter and failed-invocation queues (a JSON-lines file is the "

@@ -155,8 +155,9 @@ class Serve:
         self.pump: EventPump  # once deployed
         self.endpoint_url = ""
         self.console_url = ""  # once serving, with options.console
-        # (bucket, key) → (etag, size) of objects stored since the loop last delivered (durable_aws tells)
-        self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int]] = collections.OrderedDict()
+        # (bucket, key) → (etag, size, version id) of objects stored since the loop last delivered (durable_aws tells)
+        self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int, str | None]] = \
+            collections.OrderedDict()
         self._arrived_lock = threading.Lock()
         # Runs seen RUNNING in the ledger's writes whose end is not said yet: what the loop follows (not every run)
         self._running: set[str] = set()
@@ -305,10 +306,10 @@ class Serve:
             LOG.warning("serve: a pass failed: %s", exc, exc_info=True)
 
     # -- what the durable layer hears (on moto's writing threads: quick, no call to the stack) -----------------
-    def _object_stored(self, bucket: str, key: str, etag: str, size: int) -> None:
+    def _object_stored(self, bucket: str, key: str, etag: str, size: int, version_id: str | None = None) -> None:
         with self._arrived_lock:
             self._arrived.pop((bucket, key), None)
-            self._arrived[(bucket, key)] = (etag, size)
+            self._arrived[(bucket, key)] = (etag, size, version_id)
         if self._exits is not None:
             self._exits.nudge()
 
@@ -337,13 +338,13 @@ class Serve:
             with self._arrived_lock:
                 if not self._arrived:
                     return
-                (bucket, key), (etag, size) = self._arrived.popitem(last=False)
+                (bucket, key), (etag, size, version_id) = self._arrived.popitem(last=False)
             if self._seen.get((bucket, key)) == etag:
                 continue
             inbox = bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX)
             if inbox:
                 self._ensure_buckets(s3, bucket, key)
-            results = self.pump.object_created(bucket, key, etag=etag, size=size)
+            results = self.pump.object_created(bucket, key, etag=etag, size=size, version_id=version_id)
             if inbox:
                 done = results.get("inbox") or {"status": "failed (see serve/lambda-failures.jsonl)"}
                 _say(f"inbox {key}: {done.get('status')}" + (f" run {done['run_id']}" if done.get("run_id") else ""))
