@@ -80,9 +80,11 @@ def second_names(source: str, constants: dict[str, dict[str, ast.expr]], values:
             return f"{module}.{value.attr}" if value.attr in constants.get(module, {}) else None
         return None
 
-    scopes = [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    for body in scopes:
+    scopes = [(tree.body, False)] + [(n.body, True) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for body, in_class in scopes:
         for name, value, line in _assigned(body):
+            if in_class and not CONSTANT.fullmatch(name):
+                continue  # a field's default (`max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS`), not a second name
             target = constant_of(value)
             if target is not None:
                 found.append(f"{line}: {name} = {target}")

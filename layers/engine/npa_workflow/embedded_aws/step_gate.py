@@ -45,12 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npa_workflow.protocol import environment
+from npa_workflow.protocol import deployment, environment
 
 GRANTS_DIR = "step-access"
 # The engine bucket's control-plane prefixes: run requests, their rejections, frozen runs, staged code, and the
 # deployed specs and catalog (`engine.inbox`).
-RESERVED = ("inbox/", "inbox-rejected/", "runs/", "code/", "catalog/")
+RESERVED = (deployment.INBOX_PREFIX, deployment.REJECTED_PREFIX, deployment.RUNS_PREFIX, "code/",
+            deployment.CATALOG_PREFIX)
 KEY_PREFIX = "NPASTEP"
 _KEY_ID = re.compile(rf"^{KEY_PREFIX}[0-9A-F]{{32}}$")
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]*/[^/]*/([^/]+)/")
@@ -90,7 +91,8 @@ class Grant:
             if bucket == self.engine_bucket:
                 area = next((r for r in RESERVED if key.startswith(r)), None)
                 if area is not None and (write or not place.prefix.startswith(area)
-                                         or (area == "runs/" and not key.startswith(f"runs/{self.run_id}/"))):
+                                         or (area == deployment.RUNS_PREFIX
+                                             and not key.startswith(f"{deployment.RUNS_PREFIX}{self.run_id}/"))):
                     continue
             return True
         return False

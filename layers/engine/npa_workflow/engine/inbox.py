@@ -76,6 +76,7 @@ from npa_workflow.errors import Problem, SpecError, WiringError
 from npa_workflow.protocol import environment as env_names
 from npa_workflow.protocol import functions
 from npa_workflow.protocol.definitions import masked
+from npa_workflow.protocol.deployment import INBOX_PREFIX, REJECTED_PREFIX
 from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.catalog import EMPTY_CATALOG, Catalog, load_catalog_text
 from npa_workflow.spec.loader import DEFAULT_LIMITS, Limits, load_yaml_bytes
@@ -83,8 +84,6 @@ from npa_workflow.spec.paths import join, pydantic_problems
 from npa_workflow.spec.validate import LoadedSpec, validate_document
 from npa_workflow.timestamps import utc_now
 
-INBOX_PREFIX = "inbox/"
-REJECTED_PREFIX = "inbox-rejected/"
 CATALOG_KEY = "catalog/tools.yaml"
 DEPLOYED_SPECS_PREFIX = "catalog/specs/"
 RUN_REQUEST_API = "npa.workflow.run/v1"

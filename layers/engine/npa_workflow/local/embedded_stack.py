@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.embedded_aws.event_pump import ACCOUNT, REGION, EventPump, EventTarget
+from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.deployment import (
     CATALOG_MACHINES_FILE,
@@ -51,10 +52,10 @@ TWIN_DIFFERENCES: dict[str, str] = {
                       "and `npa-workflow-ledger` (machines and their log groups have the same names in both)",
     f"{POWERTOOLS_SERVICE_NAME} (functions)": "the in-process handlers share one process environment, where one "
                       "function's value would shadow the others'; each handler names its service in its Logger",
-    "NPA_WORKFLOW_EXECUTOR": "`local`: steps run as local processes (`skypilot` with `run --executor skypilot`)",
-    "SKYPILOT_TOKEN_SECRET_ARN": "no secret store: local jobs need no token; `run --executor skypilot` reads it "
-                                 "from the process environment",
-    "SKYPILOT_API_SERVER_ENDPOINT": "empty unless `run --executor skypilot --skypilot-endpoint URL`: local jobs "
+    environment.EXECUTOR: "`local`: steps run as local processes (`skypilot` with `run --executor skypilot`)",
+    environment.SKYPILOT_TOKEN_SECRET_ARN: "no secret store: local jobs need no token; `run --executor skypilot` "
+                                           "reads it from the process environment",
+    environment.SKYPILOT_ENDPOINT: "empty unless `run --executor skypilot --skypilot-endpoint URL`: local jobs "
                                     "need no SkyPilot",
     "NPA_WORKFLOW_WATCH_INTERVAL_SECONDS / watch schedule": "the twin's loop runs the watch every tick (0.25 s "
                       "while a run is RUNNING) instead of `rate(N minutes)`, so a wave ends as its job ends (the "
