@@ -6,9 +6,9 @@ What it starts (the embedded AWS of `embedded_aws`, entered as `local.runtime` e
   the bucket(s) each deployed spec's config names literally (a templated value, one holding `{`, is skipped), the
   ledger table, every function of the function table (`protocol.functions`, handlers in this process), deployed
   from the deployment model as the CDK app deploys them (`local.embedded_stack.deploy_stack`), and one state
-  machine per spec in the catalog's folder (`--catalog`, default `specs/tools.yaml`; a spec is a `*.yaml`/`*.yml` file there whose document is a workflow spec:
-  `protocol.stack.deployable_spec_files`), compiled with the inbox's options so that the inbox's comparison picks
-  the deployed machine;
+  machine per spec in the catalog's folder (`--catalog`, default `specs/tools.yaml`; a spec is a `*.yaml`/`*.yml`
+  file there whose document is a workflow spec: `protocol.stack.deployable_spec_files`), compiled with the inbox's
+  options so that the inbox's comparison picks the deployed machine;
 - the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
   reads) and `catalog/machines.json` (spec name → machine name, which the inbox turns into an ARN with its
   machine ARN prefix, as deployed); ad-hoc specs are allowed (the inbox creates a content-addressed machine for
