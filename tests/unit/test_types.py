@@ -1,7 +1,7 @@
 """The type checker is part of the test command: mypy, strict, on the modules `[tool.mypy]` in pyproject.toml
-names (the engine, the protocol, the ledger, the wiring). Its cache (`.mypy_cache/`) makes a second run about a
-second; a cold one (CI's fresh clone) a few CPU-seconds. It runs in a subprocess, so it is not in the `fast`
-subset; `.venv/bin/python -m mypy` runs the same by hand."""
+names (the engine, the protocol, the ledger, the wiring, and spec, plan, compile and graph). Its cache
+(`.mypy_cache/`) makes a second run about a second; a cold one (CI's fresh clone) a few CPU-seconds. It runs in a
+subprocess, so it is not in the `fast` subset; `.venv/bin/python -m mypy` runs the same by hand."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ class _Compiler:
         self.cfg = run_ctx.config
         self.names = NameAllocator(list(self.spec.states))
         self.states: dict[str, dict[str, Any]] = {}
-        self.memo: dict[tuple[str, str | None], str] = {}
+        self.memo: dict[tuple[str, str | None, bool], str] = {}  # (state, continuation, follow) → entry
         self.copies: dict[str, int] = {}
         self.loop_keys = loop_keys(self.spec)
         self.group_keys = group_keys(self.spec)
@@ -414,6 +414,7 @@ class _Compiler:
         assert st.loop is not None
         key = self.loop_keys[name]
         # After the loop the contract follows transitions, then next — even for terminal states.
+        after: str | None
         if st.transitions:
             default = self.emit(st.next, cont, follow=True) if st.next else cont
             after = self.transitions_choice(asl, st, default, cont)

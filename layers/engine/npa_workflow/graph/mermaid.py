@@ -90,8 +90,8 @@ def render_mermaid(graph: Graph) -> str:
         out.append(f"  classDef notreached fill:{fill_colour},stroke:{stroke},color:#000")
         members: dict[str, list[str]] = {}
         for name in graph.nodes:
-            status = graph.statuses.get(name)
-            members.setdefault(_CLASS[status] if status else "notreached", []).append(ids[name])
+            shown = graph.statuses.get(name)
+            members.setdefault(_CLASS[shown] if shown else "notreached", []).append(ids[name])
         for cls, names in members.items():
             out.append(f"  class {','.join(names)} {cls}")
     return "\n".join(out) + "\n"

@@ -285,7 +285,8 @@ def statuses_from_report(graph: Graph, report: Mapping[str, Any]) -> dict[str, s
         if not isinstance(wave, Mapping) or wave.get("state") not in graph.nodes:
             continue
         key = (wave["state"], wave.get("group"), wave.get("iteration"))
-        attempt = wave.get("attempt") if isinstance(wave.get("attempt"), int) else 0
+        given = wave.get("attempt")
+        attempt = given if isinstance(given, int) else 0
         status = _REPORT_STATUS.get(str(wave.get("status", "")).upper(), "RUNNING")
         if key not in latest or attempt >= latest[key][0]:
             latest[key] = (attempt, status)
@@ -323,8 +324,8 @@ def statuses_from_report(graph: Graph, report: Mapping[str, Any]) -> dict[str, s
 
     for name, node in graph.nodes.items():
         if node.is_composite:
-            status = composite(name, frozenset({name}))
-            if status is not None:
-                result[name] = status
+            reached = composite(name, frozenset({name}))
+            if reached is not None:
+                result[name] = reached
     return result
 

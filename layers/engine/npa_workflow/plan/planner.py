@@ -9,6 +9,7 @@ append members in declared order and then follow the group's `next` (the barrier
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from npa_workflow import decisions
 from npa_workflow.errors import SpecError
@@ -95,7 +96,7 @@ class _Walker:
         """Depth-first walk with an explicit stack, so long `next` chains and deep nesting cannot
         exhaust Python's recursion limit. Items are processed last-in first-out: a child's `next`
         target is pushed on top and so expands before the child's next sibling."""
-        stack: list[tuple] = [(_VISIT, initial, True, "")]
+        stack: list[tuple[Any, ...]] = [(_VISIT, initial, True, "")]
         while stack:
             item = stack.pop()
             if item[0] == _VISIT:
@@ -111,12 +112,12 @@ class _Walker:
                 raise self.fail(join("states", item[1]), f"plan exceeded step limit ({self.limit} steps)",
                                 "the walk nests too deep; a sequence may contain itself")
 
-    def _follow(self, target: str, stack: list[tuple]) -> None:
+    def _follow(self, target: str, stack: list[tuple[Any, ...]]) -> None:
         # States reached via next/goto get loop_label "" and walk with transitions enabled.
         if target:
             stack.append((_VISIT, target, True, ""))
 
-    def _visit(self, name: str, follow_transitions: bool, loop_label: str, stack: list[tuple]) -> None:
+    def _visit(self, name: str, follow_transitions: bool, loop_label: str, stack: list[tuple[Any, ...]]) -> None:
         st = self.spec.states[name]
         if st.parallel:
             # Transitions on a group are ignored; its next is the barrier after every member.
@@ -151,7 +152,7 @@ class _Walker:
             # A sequence child: its next is followed (inside the sequence walk), its transitions never.
             self._follow(st.next, stack)
 
-    def _iteration(self, name: str, i: int, budget: int, stack: list[tuple]) -> None:
+    def _iteration(self, name: str, i: int, budget: int, stack: list[tuple[Any, ...]]) -> None:
         st = self.spec.states[name]
         if st.loop is not None:
             self.loops[name] = i
@@ -161,11 +162,12 @@ class _Walker:
         stack.append((_ITERATION_END, name, i, budget))
         stack.extend((_VISIT, child, False, name) for child in reversed(st.sequence))
 
-    def _iteration_end(self, name: str, i: int, budget: int, stack: list[tuple]) -> None:
+    def _iteration_end(self, name: str, i: int, budget: int, stack: list[tuple[Any, ...]]) -> None:
         st = self.spec.states[name]
         if st.loop is not None:
             self.last_decision = self.last_decision or self.assumption
-            done = bool(st.loop.until) and decisions.predicate(st.loop.until, self.last_decision)
+            until = st.loop.until
+            done = bool(until and decisions.predicate(until, self.last_decision))
             if not done and i < budget:
                 stack.append((_ITERATION, name, i + 1, budget))
                 return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from npa_workflow.errors import SpecError
+from npa_workflow.errors import Problem, SpecError
 from npa_workflow.spec.catalog import CATALOG_API_VERSION, EMPTY_CATALOG, Catalog, find_catalog, load_catalog_file
 from npa_workflow.spec.loader import load_yaml_file, load_yaml_text
 from npa_workflow.spec.validate import LoadedSpec, validate_document
@@ -42,7 +42,7 @@ def load_spec(
                              allow_unknown_keys=allow_unknown_keys)
 
 
-def _without_catalog(raw: object, file: str, strict: bool, allow_unknown_keys: bool) -> list:
+def _without_catalog(raw: object, file: str, strict: bool, allow_unknown_keys: bool) -> list[Problem]:
     """The spec's errors that do not depend on its catalog (which could not be read): every toolRef would be
     unknown and every `--var` a tool reads unread, so those are left out."""
     try:

@@ -145,7 +145,7 @@ def _char_at(text: str, mark: Any) -> str:
     lines = text.splitlines()
     if mark is None or mark.line >= len(lines) or mark.column >= len(lines[mark.line]):
         return ""
-    return lines[mark.line][mark.column]
+    return lines[int(mark.line)][int(mark.column)]
 
 
 def _syntax_problem(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, str]:

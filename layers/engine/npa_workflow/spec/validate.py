@@ -156,7 +156,8 @@ def config_keys_read(raw: Mapping[str, Any], catalog: Catalog) -> set[str]:
 def _check_overrides(raw: dict[str, Any], overrides: Mapping[str, str], catalog: Catalog, c: _Collector) -> None:
     """`--var tresh=0.5` where nothing reads `config.tresh` would change nothing: a typo, so an error."""
     read = config_keys_read(raw, catalog) | set(ENGINE_CONFIG_KEYS)
-    config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    given = raw.get("config")
+    config = given if isinstance(given, dict) else {}
     for key in overrides:
         if key in read:
             continue
