@@ -31,7 +31,7 @@ from e2e_support import (  # noqa: E402
 )
 
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -150,7 +150,7 @@ def test_an_interrupted_run_resumes_with_its_outputs_in_place(tmp_path: Path, si
                      "--var", f"train_sleep={sleep}", home=home, cwd=ws)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", endpoint))
+        ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", endpoint))
         wait_until(lambda: MOMENTS[moment](endpoint, ledger, run_id), 60, f"the run never reached {moment}",
                    interval=0.02)
         proc.send_signal(sig)

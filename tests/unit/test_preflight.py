@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
 from npa_workflow.engine.preflight import (
     environment_presence,
     needed_secrets,
@@ -23,6 +23,7 @@ from npa_workflow.engine.preflight import (
 )
 from npa_workflow.errors import SpecError
 from npa_workflow.local.runtime import LocalRunOptions, LocalRuntime
+from npa_workflow.protocol import environment
 from npa_workflow.spec.load import load_spec
 
 CATALOG = """\
@@ -74,13 +75,13 @@ def test_run_refuses_before_anything_starts_naming_the_secret_the_state_and_run(
 def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secret(spec: Path,
                                                                                     monkeypatch) -> None:
     loaded = load_spec(spec, catalog=spec.parent / "tools.yaml")
-    present, where, fix = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "local"})
+    present, where, fix = wiring.step_secret_presence({environment.EXECUTOR: "local"})
     [problem] = secret_problems(loaded, present, where=where, fix=fix)
     assert "the environment of npa-workflow serve" in problem.message
     assert "export HF_TOKEN where `npa-workflow serve` starts, then restart serve" in problem.hint
     assert "npa-workflow run" not in problem.hint + problem.message
     # a stack without a step-secrets secret can give a step no secret: refused, naming the context value
-    present, where, fix = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot"})
+    present, where, fix = wiring.step_secret_presence({environment.EXECUTOR: "skypilot"})
     [problem] = secret_problems(loaded, present, where=where, fix=fix)
     assert problem.message == ("secret HF_TOKEN (for state publish) cannot be given to its jobs: this stack has "
                                "no step-secrets secret")
@@ -92,7 +93,7 @@ def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secr
     with mock_aws():
         arn = boto3.client("secretsmanager").create_secret(
             Name="steps", SecretString=json.dumps({"OTHER": "some-value"}))["ARN"]
-        env = {wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV: arn, "AWS_DEFAULT_REGION": "us-east-1"}
+        env = {environment.EXECUTOR: "skypilot", environment.STEP_SECRETS_ARN: arn, "AWS_DEFAULT_REGION": "us-east-1"}
         present, where, fix = wiring.step_secret_presence(env)
         [problem] = secret_problems(loaded, present, where=where, fix=fix)
         assert f"secret HF_TOKEN (for state publish) is not set in the step-secrets secret {arn}" == problem.message
@@ -104,14 +105,14 @@ def test_serves_inbox_names_serve_and_a_stacks_inbox_names_the_step_secrets_secr
         assert problem.message == (f"secret HF_TOKEN (for state publish) cannot be given to its jobs: the "
                                    f"step-secrets secret {arn} is not a JSON object of NAME: value")
         gone = arn.replace(":steps-", ":gone-")  # a deleted (or never created) secret: the launch could not read it
-        present, where, fix = wiring.step_secret_presence({**env, wiring.STEP_SECRETS_ARN_ENV: gone})
+        present, where, fix = wiring.step_secret_presence({**env, environment.STEP_SECRETS_ARN: gone})
         [problem] = secret_problems(loaded, present, where=where, fix=fix)
         assert "ResourceNotFoundException" in problem.message and "stepSecretsArn" in problem.hint
         boto3.client("secretsmanager").put_secret_value(SecretId=arn, SecretString=json.dumps({"HF_TOKEN": "hf-v"}))
         present, where, fix = wiring.step_secret_presence(env)
         assert secret_problems(loaded, present, where=where, fix=fix) == []
     # a secret the inbox cannot reach just now (the network): no verdict, the launch reads it again and says
-    unreadable = wiring.step_secret_presence({wiring.EXECUTOR_ENV: "skypilot", wiring.STEP_SECRETS_ARN_ENV:
+    unreadable = wiring.step_secret_presence({environment.EXECUTOR: "skypilot", environment.STEP_SECRETS_ARN:
                                               "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf",
                                               "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
     assert unreadable[0](["HF_TOKEN"]) is None
@@ -158,7 +159,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_the_inbox_rejects_a_run_whose_secret_serve_lacks_before_starting_it(aws: None, monkeypatch) -> None:
-    monkeypatch.setenv(wiring.EXECUTOR_ENV, "local")
+    monkeypatch.setenv(environment.EXECUTOR, "local")
     monkeypatch.delenv("HF_TOKEN", raising=False)
     twin = TwinInbox(CATALOG)
     result = twin.submit("inbox/pre.yaml", SPEC)
@@ -182,8 +183,8 @@ def test_a_stacks_inbox_refuses_a_run_whose_later_states_need_keys_the_step_secr
     anywhere. With the keys added, the same spec starts."""
     secrets = boto3.client("secretsmanager")
     arn = secrets.create_secret(Name="step-secrets", SecretString=json.dumps({"DB_PASS": HELD_VALUE}))["ARN"]
-    monkeypatch.setenv(wiring.EXECUTOR_ENV, "skypilot")
-    monkeypatch.setenv(wiring.STEP_SECRETS_ARN_ENV, arn)
+    monkeypatch.setenv(environment.EXECUTOR, "skypilot")
+    monkeypatch.setenv(environment.STEP_SECRETS_ARN, arn)
     twin, spec = TwinInbox((DATA / "tools.yaml").read_text()), (DATA / "late-secret.yaml").read_text()
     result = twin.submit("inbox/late-secret.yaml", spec)
     assert result.status == "rejected"
@@ -260,7 +261,7 @@ def test_the_programs_local_jobs_start_are_found_before_anything_starts(tmp_path
 
 
 def test_serves_inbox_refuses_a_run_whose_program_serve_cannot_find(aws: None, monkeypatch) -> None:
-    monkeypatch.setenv(wiring.EXECUTOR_ENV, "local")
+    monkeypatch.setenv(environment.EXECUTOR, "local")
     twin = TwinInbox(PROGRAMS_CATALOG)
     result = twin.submit("inbox/programs.yaml", PROGRAMS_SPEC)
     assert result.status == "rejected"

@@ -7,7 +7,7 @@ the serve process's environment, on a stack the step-secrets JSON secret's keys 
 into a message). One problem (one line) per missing secret names it, the states that need it and the command
 (or the secret) that must have it; a missing tool is a validation error of the same load, before this.
 
-Pure but for the `present` callable the caller hands in (`engine.wiring.step_secret_presence`).
+Pure but for the `present` callable the caller hands in (`wiring.step_secret_presence`).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def local_secret_problems(loaded: LoadedSpec, command: str, run_secret_names: Se
 def local_problems(loaded: LoadedSpec, command: str, job_path: str, run_secret_names: Sequence[str] = (),
                    environ: Mapping[str, str] | None = None) -> list[Problem]:
     """Everything a local job of the plan needs from this process (`environ`: its environment; `job_path`: the
-    PATH its jobs get, `engine.wiring.local_job_env`), in state order: its programs, its secrets."""
+    PATH its jobs get, `wiring.local_job_env`), in state order: its programs, its secrets."""
     problems = (program_problems(loaded, command, job_path)
                 + local_secret_problems(loaded, command, run_secret_names, environ))
     order = {f"states.{name}": i for i, name in enumerate(loaded.spec.states)}
