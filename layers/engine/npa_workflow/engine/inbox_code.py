@@ -9,7 +9,7 @@ extension (`inbox/fit.yaml` → `inbox/fit.code.tar.gz`; `tar -czf fit.code.tar.
   it under `code/<digest>/` (the digest `submit` gives the same files, so an unchanged folder is stored once) and
   the run freezes that URI, as a submitted run does;
 - a spec that is not one of the stack's deployed specs (those run with the code the deploy gives them, as a run
-  request naming one does), whose steps name files of a folder (`python steps/fit.py`, `./run.sh`, a `workdir`)
+  request naming one does), whose steps name files of a folder (`python steps/fit.py`, a script, a `workdir`)
   and that has no bundle is rejected with one line saying how to upload it with its code; a spec whose tools are
   in their image (`python -m mypkg.fit`) runs as before. On `serve` (jobs on this machine:
   `NPA_WORKFLOW_EXECUTOR=local`) none is rejected: its jobs start in serve's specs folder.

@@ -111,7 +111,7 @@ class LocalJobExecutor:
             command = [sys.executable, "-I", gang.__file__, "--nodes", str(nodes), "--gpus-per-node", str(per_node),
                        "--", *command]
         if gpus and not machine_gpus:
-            self._notice_unenforced(str(job.env.get("NPA_WORKFLOW_RUN_ID") or job.name))
+            self._notice_unenforced(str(job.env.get(JOB_RUN_ID) or job.name))
         adopted = self._adoptable(job.name)
         if adopted is not None:
             return Submission(job_id=adopted)
