@@ -5,6 +5,7 @@ states that need it and the command that must have it."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,12 @@ import pytest
 from moto import mock_aws
 
 from npa_workflow import wiring
-from npa_workflow.engine.preflight import environment_presence, needed_secrets, secret_problems
+from npa_workflow.engine.preflight import (
+    environment_presence,
+    needed_secrets,
+    program_problems,
+    secret_problems,
+)
 from npa_workflow.errors import SpecError
 from npa_workflow.local.runtime import LocalRunOptions, LocalRuntime
 from npa_workflow.protocol import environment
@@ -201,3 +207,64 @@ def test_a_stacks_inbox_refuses_a_run_whose_later_states_need_keys_the_step_secr
     stored = json.dumps(twin.ddb.scan(TableName="ledger")["Items"]) + twin.sfn.describe_execution(
         executionArn=execution["executionArn"])["input"]
     assert started.run_id in stored and HELD_VALUE not in stored and "hf-value" not in stored
+
+
+PROGRAMS_CATALOG = """\
+apiVersion: npa.workflow.tools/v1
+tools:
+  t.here: {description: found on PATH, argv: [here-tool, --flag]}
+  t.gone: {description: on no PATH, argv: [npa-no-such-program]}
+  t.abs: {description: an absolute path that is not there, argv: [/opt/npa-none/publish]}
+  t.templated: {description: left to the launch, argv: ["{{config.python}}", x.py], configDefaults: {python: py}}
+  t.relative: {description: in the step's code folder (left to the launch), argv: [steps/run.sh]}
+"""
+PROGRAMS_SPEC = """\
+apiVersion: npa.workflow/v0.0.1
+kind: Workflow
+metadata: {name: programs}
+initial: a
+states:
+  a: {toolRef: t.here, next: b}
+  b: {toolRef: t.templated, next: c}
+  c: {toolRef: t.relative, next: d}
+  d: {run: {shell: "no-such-thing-in-a-shell"}, next: e}
+  e: {toolRef: t.gone, next: f}
+  f: {run: {argv: [npa-no-such-program, again]}, next: g}
+  g: {toolRef: t.abs, terminal: true}
+"""
+
+
+def test_the_programs_local_jobs_start_are_found_before_anything_starts(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "tools.yaml").write_text(PROGRAMS_CATALOG)
+    (tmp_path / "programs.yaml").write_text(PROGRAMS_SPEC)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "here-tool").write_text("#!/bin/sh\n")
+    (bin_dir / "here-tool").chmod(0o755)
+    loaded = load_spec(tmp_path / "programs.yaml", catalog=tmp_path / "tools.yaml")
+    problems = program_problems(loaded, "run", str(bin_dir))
+    assert [(p.path, p.message) for p in problems] == [
+        ("states.e", "program 'npa-no-such-program' (for states e, f) is not found on the PATH of npa-workflow run"),
+        ("states.g", "program /opt/npa-none/publish (for state g) is not an executable file on this machine"),
+    ]
+    assert problems[0].hint == "install it, or put its folder on PATH before `npa-workflow run`"
+    [serve_problem, _] = program_problems(loaded, "serve", str(bin_dir))
+    assert "PATH of npa-workflow serve" in serve_problem.message and "restart serve" in serve_problem.hint
+    # through `run`: refused before anything starts, one line each, searched on the PATH its jobs get
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    runtime = LocalRuntime(LocalRunOptions(spec=tmp_path / "programs.yaml", catalog=tmp_path / "tools.yaml",
+                                           home=tmp_path / "home"))
+    with pytest.raises(SpecError) as raised:
+        runtime.run()
+    assert [p.path for p in raised.value.problems] == ["states.e", "states.g"]
+    assert not (tmp_path / "home" / "jobs").exists()
+
+
+def test_serves_inbox_refuses_a_run_whose_program_serve_cannot_find(aws: None, monkeypatch) -> None:
+    monkeypatch.setenv(environment.EXECUTOR, "local")
+    twin = TwinInbox(PROGRAMS_CATALOG)
+    result = twin.submit("inbox/programs.yaml", PROGRAMS_SPEC)
+    assert result.status == "rejected"
+    assert [e["path"] for e in result.errors] == ["states.a", "states.e", "states.g"]  # here-tool: not on this PATH
+    assert all("PATH of npa-workflow serve" in e["message"] or "this machine" in e["message"] for e in result.errors)
+    assert twin.sfn.list_state_machines()["stateMachines"] == []

@@ -191,6 +191,18 @@ class LazyExecutor:
         return self._get().confirm_cancelled(job_ids, timeout_seconds)
 
 
+def preflight_problems(loaded: Any, env: Mapping[str, str] | None = None) -> list[Any]:
+    """What the inbox checks before it starts a run (engine.preflight): locally (`serve`) the programs and secrets
+    its jobs will take from this process; on a stack the step-secrets secret's keys."""
+    from npa_workflow.engine.preflight import local_problems, secret_problems
+
+    env = os.environ if env is None else env
+    if (env.get(env_names.EXECUTOR, "").strip() or "skypilot") == "local":
+        return local_problems(loaded, "serve", local_job_env(env)["PATH"], environ=env)
+    present, where, fix = step_secret_presence(env)
+    return secret_problems(loaded, present, where=where, fix=fix)
+
+
 def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str]:
     """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix).
     Locally (`serve`) the jobs inherit this process's environment; on a stack they get the step-secrets JSON

@@ -367,13 +367,12 @@ def _under_spec(problem: Problem) -> Problem:
 
 
 def _check_secrets(prepared: _Prepared) -> None:
-    """Every step secret the plan needs is where its jobs will get it, before the execution starts
-    (engine.preflight): a missing one is a rejection naming it, not a failure after the steps before it ran."""
-    from npa_workflow.engine.preflight import secret_problems
-    from npa_workflow.wiring import step_secret_presence
+    """Every step secret (and, on `serve`, every program) the plan needs is where its jobs will get it, before the
+    execution starts (engine.preflight): a missing one is a rejection naming it, not a failure after the steps
+    before it ran."""
+    from npa_workflow.wiring import preflight_problems
 
-    present, where, fix = step_secret_presence()
-    problems = secret_problems(prepared.loaded, present, where=where, fix=fix)
+    problems = preflight_problems(prepared.loaded)
     inline = prepared.request is not None and isinstance(prepared.request.spec, dict)
     if problems:
         raise Rejected([_under_spec(p) if inline else Problem(p.path, p.message, p.hint, file=prepared.loaded.file)

@@ -12,7 +12,7 @@ Pure but for the `present` callable the caller hands in (`wiring.step_secret_pre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from npa_workflow.errors import Problem
@@ -85,7 +85,7 @@ def secret_problems(loaded: LoadedSpec, present: SecretPresence, *, where: str, 
     return problems
 
 
-def environment_presence(environ: dict[str, str] | None = None) -> SecretPresence:
+def environment_presence(environ: Mapping[str, str] | None = None) -> SecretPresence:
     """Presence in a process environment (`run`, `serve`)."""
     import os
 
@@ -105,7 +105,58 @@ def local_fix(command: str) -> str:
     return f"export {{name}} before `npa-workflow {command}`"
 
 
-def local_secret_problems(loaded: LoadedSpec, command: str, run_secret_names: Sequence[str] = ()) -> list[Problem]:
+def local_secret_problems(loaded: LoadedSpec, command: str, run_secret_names: Sequence[str] = (),
+                          environ: Mapping[str, str] | None = None) -> list[Problem]:
     """`run` / `serve`: the secrets checked in this process's environment, which the local jobs inherit."""
-    return secret_problems(loaded, environment_presence(), where=f"the environment of npa-workflow {command}",
+    return secret_problems(loaded, environment_presence(environ), where=f"the environment of npa-workflow {command}",
                            fix=local_fix(command), run_secret_names=run_secret_names)
+
+
+def local_problems(loaded: LoadedSpec, command: str, job_path: str, run_secret_names: Sequence[str] = (),
+                   environ: Mapping[str, str] | None = None) -> list[Problem]:
+    """Everything a local job of the plan needs from this process (`environ`: its environment; `job_path`: the
+    PATH its jobs get, `wiring.local_job_env`), in state order: its programs, its secrets."""
+    problems = (program_problems(loaded, command, job_path)
+                + local_secret_problems(loaded, command, run_secret_names, environ))
+    order = {f"states.{name}": i for i, name in enumerate(loaded.spec.states)}
+    return sorted(problems, key=lambda p: order.get(p.path, len(order)))
+
+
+def _program(loaded: LoadedSpec, state: str) -> str:
+    """argv[0] of the state's command, as the plan takes it (the tool's argv, else `run.argv`); "" for none."""
+    st = loaded.spec.states[state]
+    tool = loaded.catalog.get(st.tool_ref) if st.tool_ref else None
+    argv = tool.argv if tool is not None else (st.run.argv if st.run is not None else [])
+    return str(argv[0]) if argv else ""
+
+
+def program_problems(loaded: LoadedSpec, command: str, job_path: str) -> list[Problem]:
+    """Local jobs only: the program each command starts is where the job will look for it — a bare name on
+    `job_path` (the PATH local jobs get), an absolute path on this machine — one problem per program, at the first
+    state that starts it. Left to the launch: a templated program, a path relative to the step's code folder
+    (not checked out yet where the inbox runs), a tool whose `env` sets its own PATH, and `run.shell`."""
+    import os
+    import shutil
+
+    needs: dict[str, list[str]] = {}
+    for name, st in loaded.spec.states.items():
+        program = _program(loaded, name) if st.has_command else ""
+        tool = loaded.catalog.get(st.tool_ref) if st.tool_ref else None
+        if tool is not None and "PATH" in tool.env:
+            continue
+        if program and "{{" not in program and ("/" not in program or os.path.isabs(program)):
+            needs.setdefault(program, []).append(name)
+    if command == "serve":
+        fix = "install it (or put its folder on PATH) where `npa-workflow serve` starts, then restart serve"
+    else:
+        fix = f"install it, or put its folder on PATH before `npa-workflow {command}`"
+    problems = []
+    for program, states in needs.items():
+        if os.path.isabs(program):
+            if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+                problems.append(Problem(f"states.{states[0]}", f"program {program} (for {_states(states)}) is not "
+                                        "an executable file on this machine", "install it, or fix the path"))
+        elif shutil.which(program, path=job_path) is None:
+            problems.append(Problem(f"states.{states[0]}", f"program {program!r} (for {_states(states)}) is not "
+                                    f"found on the PATH of npa-workflow {command}", fix))
+    return problems

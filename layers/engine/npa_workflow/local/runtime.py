@@ -420,7 +420,7 @@ class LocalRuntime:
                            allow_unknown_keys=opt.allow_unknown_keys)
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
-        _preflight_secrets(loaded, spec_path, opt.secret_names)
+        _preflight(loaded, spec_path, opt.secret_names, opt.executor)
         try:  # the steps start in a copy of their code, as a task in its file_mounts (local_jobs.code_checkout)
             self._code = stage_folder(spec_code_root(spec_path, loaded), self.home)
         except CodeError as exc:
@@ -801,12 +801,14 @@ class LocalRuntime:
         })
 
 
-def _preflight_secrets(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...]) -> None:
-    """Every secret the plan's jobs need is in this environment before anything starts (engine.preflight)."""
-    from npa_workflow.engine.preflight import local_secret_problems
+def _preflight(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...], executor: str) -> None:
+    """Every secret the plan's jobs need is in this environment before anything starts, and for local jobs every
+    program they start is on its PATH (engine.preflight)."""
+    from npa_workflow.engine.preflight import local_problems, local_secret_problems
     from npa_workflow.errors import SpecError
 
-    problems = local_secret_problems(loaded, "run", secret_names)
+    problems = (local_problems(loaded, "run", wiring.local_job_env()["PATH"], secret_names) if executor == "local"
+                else local_secret_problems(loaded, "run", secret_names))
     if problems:  # one line each, as the spec's own errors are printed
         raise SpecError([replace(p, file=str(spec_path)) for p in problems])
 

@@ -203,7 +203,7 @@ class Serve:
         from npa_workflow.local.runtime import metrics_off_in_this_process, signals_interrupt
 
         specs = self._load_specs()  # a broken spec in the folder is a SpecError before anything starts
-        for line in secrets_serve_lacks(specs):
+        for line in preflight_warnings(specs):
             _say(line)
         metrics_off_in_this_process()
         self.home.mkdir(parents=True, exist_ok=True)
@@ -472,13 +472,13 @@ class Serve:
                         reap(engine, run.run_id, reason)
 
 
-def secrets_serve_lacks(specs: list[tuple[Path, LoadedSpec]]) -> list[str]:
-    """The secrets deployed specs' jobs need that serve's environment lacks (engine.preflight): the inbox refuses
+def preflight_warnings(specs: list[tuple[Path, LoadedSpec]]) -> list[str]:
+    """The secrets (and programs) deployed specs' jobs need that serve lacks (engine.preflight): the inbox refuses
     their runs, so it is said once at start, where restarting serve with them exported is the fix."""
-    from npa_workflow.engine.preflight import local_secret_problems
+    from npa_workflow.engine.preflight import local_problems
 
     return [f"warning: {path}: {p.path}: {p.message} (fix: {p.hint}); its runs are refused until then"
-            for path, loaded in specs for p in local_secret_problems(loaded, "serve")]
+            for path, loaded in specs for p in local_problems(loaded, "serve", wiring.local_job_env()["PATH"])]
 
 
 def _say(line: str) -> None:
