@@ -27,7 +27,7 @@ def server() -> Iterator[MotoServer]:
 def http_requests(server: MotoServer) -> list[str]:
     """Count the requests the HTTP server handles from now on."""
     seen: list[str] = []
-    werkzeug_server = server._server._server
+    werkzeug_server = server._server.server  # (embedded_aws.moto_server._HttpServer)
     handle = werkzeug_server.process_request
 
     def counting(request: Any, address: Any) -> None:

@@ -1,8 +1,9 @@
 """An embedded AWS for local runs: moto in server mode on 127.0.0.1, in this process.
 
 Server mode (rather than ``mock_aws``) is what lets step subprocesses reach the local S3 and
-DynamoDB through ``AWS_ENDPOINT_URL``. This module starts a ``moto.server.ThreadedMotoServer``
-and prepares moto's Step Functions interpreter to run executions against it:
+DynamoDB through ``AWS_ENDPOINT_URL``. This module starts moto's server app on a thread, as
+``moto.server.ThreadedMotoServer`` does, and prepares moto's Step Functions interpreter to run executions
+against it:
 
 - ``stepfunctions.execute_state_machine`` is switched on (``default_user_config``; the server
   runs in this process, so this is the same as ``POST /moto-api/config``);
@@ -55,7 +56,7 @@ class MotoServer:
     def wsgi_app(self) -> Any:
         """The WSGI application the HTTP server calls for every request (`embedded_aws.in_process_calls` calls it
         too)."""
-        return self._server._server.app
+        return self._server.server.app
 
     def client_env(self, region: str = "us-east-1") -> dict[str, str]:
         """Environment for a process (or boto3 session) that must talk to this server."""
@@ -153,7 +154,7 @@ def _lazy_url_builders() -> None:
 
 
 def _check_port_free(host: str, port: int) -> None:
-    """Fail fast: ``ThreadedMotoServer.start()`` waits forever if its thread cannot bind."""
+    """Fail with one line that says what to do, not with the socket's OSError."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -189,20 +190,33 @@ def _skip_batch_models() -> None:
     sys.modules["moto.batch"] = package
 
 
-def _promptly_stopping_server(host: str, port: int, verbose: bool) -> Any:
-    """moto's ``ThreadedMotoServer`` whose accept loop notices ``stop()`` within ``_STOP_POLL_SECONDS``."""
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-    from moto.server import ThreadedMotoServer
-    from werkzeug.serving import make_server
+class _HttpServer:
+    """moto's server app (`DomainDispatcherApplication`) on werkzeug's threaded server, on a thread of its own: what
+    moto's `ThreadedMotoServer` runs, made of the same public parts, so that its accept loop can notice `stop()`
+    within `_STOP_POLL_SECONDS` (moto's polls every 0.5 s and can only be changed through its private
+    `_server_entry`) and a failure to bind is raised here, not lost in the thread."""
 
-    class PromptlyStoppingMotoServer(ThreadedMotoServer):
-        def _server_entry(self) -> None:  # ThreadedMotoServer's own, but with the poll interval
-            app = DomainDispatcherApplication(create_backend_app)
-            self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
-            self._server_ready_event.set()
-            self._server.serve_forever(poll_interval=_STOP_POLL_SECONDS)
+    def __init__(self, host: str, port: int) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
 
-    return PromptlyStoppingMotoServer(ip_address=host, port=port, verbose=verbose)
+        self.server = make_server(host, port, DomainDispatcherApplication(create_backend_app), threaded=True,
+                                  request_handler=MotoRequestHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="moto-server", daemon=True,
+                                       kwargs={"poll_interval": _STOP_POLL_SECONDS})
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        host, port = self.server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        if self.thread.is_alive():  # (`shutdown` waits for a loop that runs: never one that did not start)
+            self.server.shutdown()
+            self.thread.join()
+        self.server.server_close()
 
 
 def start_moto_server(
@@ -234,7 +248,11 @@ def start_moto_server(
     if port:
         _check_port_free(host, port)
     # Port 0 lets the OS pick a free port at bind time: no window for another process to take it.
-    server = _promptly_stopping_server(host, port or 0, verbose=not quiet)
+    try:
+        server = _HttpServer(host, port or 0)
+    except OSError as exc:  # (taken since the check)
+        raise RuntimeError(f"cannot start the local AWS (moto) on {host}:{port}: {exc.strerror or exc}; "
+                           "choose another port or omit it to use a free one") from exc
     with _config_lock:
         restore = {
             "MOTO_PORT": os.environ.get("MOTO_PORT"),

@@ -9,6 +9,10 @@ twin would then run wrong rather than fail. So `pyproject.toml` pins these exact
 installed (its `local` and `dev` extras), and `start_moto_server` refuses other ones in one line that says which
 and the fix. `replaced_attributes()` lists what the patches replace (`scripts/list_moto_seams.py` prints it for a
 running stack).
+
+To move to other versions: change them here and in pyproject.toml, then run the canaries of the fixes (`-k canary`
+in tests/integration/test_moto_lambda_adapter.py: each that fails names a fix the new moto no longer needs), the
+fixes' and speed-ups' tests, and `scripts/mutate_moto_speedups.py`.
 """
 
 from __future__ import annotations
