@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from npa_workflow import redact
+from npa_workflow import budget, redact
 from npa_workflow.adapters.secrets import SecretMissing, SecretSource
 from npa_workflow.adapters.skypilot_api import (
     SkyPilotApi,
@@ -25,7 +25,6 @@ from npa_workflow.adapters.skypilot_api import (
     classify_error,
     classify_job,
 )
-from npa_workflow.engine import budget
 from npa_workflow.engine.ports import (
     JobRequest,
     Observation,
@@ -84,7 +83,7 @@ class SkyPilotExecutor:
         request that status shows finished (once in its life: the next pass has the job id), `RESULT_WORKERS`
         at a time, then one queue call for every job id. The first call that finds the server unreachable ends
         the round (each would wait out its retries): what was read is returned inside `SchedulerUnreachable`,
-        the rest as pending. The invocation's budget (engine/budget.py) bounds every call."""
+        the rest as pending. The invocation's budget (npa_workflow/budget.py) bounds every call."""
         out: dict[str, Observation] = {}
         job_of: dict[str, str] = {}
         waiting: dict[str, list[str]] = {}  # launch request id → the keys waiting on it
