@@ -56,13 +56,13 @@ class SkyPilotExecutor:
         self.confirm_poll_seconds = confirm_poll_seconds
 
     def submit(self, job: JobRequest) -> Submission:
+        document = job.document
+        if document is None or document.name != job.name:
+            raise SubmitError(f"job {job.name!r}: no SkyPilot document of that name to launch", "configuration")
         try:
             existing = self.api.find_jobs_by_name(job.name)
             if existing:
                 return Submission(job_id=str(min(r.job_id for r in existing)))
-            document = job.document
-            if document is None or document.name != job.name:
-                raise SubmitError(f"job {job.name!r}: no SkyPilot document of that name to launch", "configuration")
             # The secrets' values go in as the document is written, once, right before it is sent; its header
             # names the job, so the client sends the text as it is.
             names = document.secret_names
