@@ -7,17 +7,25 @@ Printed per checkout:
 
 - the walk: the rooms (packages of `npa_workflow`, and `functions`) the main thread's calls enter; the climbs
   back, calls up into a room still on the call stack (A → B → A: a layer calling back into the one that called
-  it); and the re-entries, calls into a room the walk had left (a layer's helper taken up again after the walk
-  moved on, instead of the next layer being handed a value). Counted on one launch, by `sys.setprofile`;
+  it); and the re-entries, calls of a module's function in a room the walk had left (a layer's helper taken up
+  again after the walk moved on), told from calls of a method of an object handed along (a value read, a port
+  used). Counted on one launch, by `sys.setprofile`;
 - YAML parses (`yaml.load`, `yaml.load_all`, `yaml.safe_load`, `yaml.safe_load_all`, `yaml.compose*`) and
   dumps (`yaml.dump`, `yaml.dump_all`, `yaml.safe_dump*`) of one launch, the spec's own load aside (a warm
   Lambda reads the frozen run once: the counted launch is its second visit);
 - CPU of one launch (the main thread's `time.thread_time`, so the double's threads are not in it), the median
   and best of `--launches` launches: the whole handler (moto's ledger writes included), and its document part
-  (from the launch's call into the renderer to the HTTP request's body).
+  (the CPU inside the functions that render, write, read back or fill the job document).
 
     .venv/bin/python bench/launch_walk.py                       # this checkout
     .venv/bin/python bench/launch_walk.py --code /path/to/base  # a baseline checkout first, then this one
+
+Measured (this 2-core machine, shared, 200 launches; baseline = the tree before the job document became a value,
+28c4d08): YAML parses per launch 2 -> 0 (the executor read the text back to fill the secret's value, then the
+client read it again to check the job's name), dumps 2 -> 1; climbs back up the stack 4 -> 0 (the SkyPilot client
+read the invocation's budget from the engine that called it: `npa_workflow/budget.py` is a leaf now); the
+document part 5.89 -> 0.61 ms CPU median (best 3.44 -> 0.39: PyYAML's loader is pure Python); the whole launch
+35.5 -> 31.3 ms median (best 22.8 -> 19.0), most of it moto's ledger writes.
 """
 
 from __future__ import annotations
@@ -86,6 +94,10 @@ def _room(filename: str, code_root: str) -> str | None:
     return None
 
 
+def _is_method(code: Any) -> bool:
+    return code.co_argcount > 0 and code.co_varnames[0] in ("self", "cls")
+
+
 class Walk:
     """The rooms the main thread's calls enter, in order; the calls back into a room still on the call stack below
     the caller (A → B → A: a later layer calling up into the one that called it), and the calls into a room the walk
@@ -95,7 +107,8 @@ class Walk:
         self.code_root = code_root
         self.rooms: list[str] = []  # the walk: each entry a change of room
         self.climbs: list[str] = []  # "A -> B (function)" of each call up into a room on the stack
-        self.reentries: list[str] = []  # "A -> B (function)" of each call into a room left earlier
+        self.reentries: list[str] = []  # "A -> B (function)" of each call of a module's function in a room left earlier
+        self.value_calls: list[str] = []  # the same, of a method of an object handed along (a value, a port)
         self._stack: list[str | None] = []
         self._cache: dict[str, str | None] = {}
 
@@ -111,8 +124,10 @@ class Walk:
                 move = f"{here} -> {room} ({frame.f_code.co_qualname})"
                 if room in rooms_on_stack:
                     self.climbs.append(move)
-                elif room in self.rooms:
+                elif room in self.rooms and not _is_method(frame.f_code):
                     self.reentries.append(move)
+                elif room in self.rooms:
+                    self.value_calls.append(move)
                 self.rooms.append(room)
             self._stack.append(room)
         elif event == "return" and self._stack:
@@ -162,19 +177,23 @@ def child(launches: int) -> None:
 
             setattr(yaml, name, counted)
 
-    document_cpu: list[float] = []
+    document_cpu: list[float] = []  # per launch: the CPU inside the functions that make or change the document
+    inside: list[float] = [0.0, 0.0]  # [depth, this launch's sum]
 
-    def timed(module: Any, name: str, start: bool) -> None:
-        real = getattr(module, name)
+    def timed(owner: Any, name: str) -> None:
+        real = getattr(owner, name)
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if start:
-                timed.began = time.thread_time()  # type: ignore[attr-defined]
+            inside[0] += 1
+            began = time.thread_time()
+            try:
                 return real(*args, **kwargs)
-            document_cpu.append(time.thread_time() - timed.began)  # type: ignore[attr-defined]
-            return real(*args, **kwargs)
+            finally:
+                inside[0] -= 1
+                if not inside[0]:  # the outermost only: `launch_document` calls `launch_job`
+                    inside[1] += time.thread_time() - began
 
-        setattr(module, name, wrapper)
+        setattr(owner, name, wrapper)
 
     double_mod = _load_double()
     with mock_aws(), double_mod.SkyPilotDouble() as double:
@@ -186,13 +205,17 @@ def child(launches: int) -> None:
         wiring.clear_cache()
         engine = wiring.engine_from_environment()
         engine.ledger.create_table()
-        # The document part: from the launch's first call into the renderer to the request's body on the wire.
+        # The document part: every function of either checkout that renders, writes, reads or fills the job document.
         import npa_workflow.engine.launch as launch_module
         from npa_workflow.adapters import skypilot_api
+        from npa_workflow.render import skypilot as render_skypilot
 
-        render_entry = next(n for n in ("launch_job", "launch_task") if hasattr(launch_module, n))
-        timed(launch_module, render_entry, start=True)
-        timed(skypilot_api.SkyPilotApi, "_submit", start=False)
+        for owner, names in ((launch_module, ("launch_job", "launch_task", "launch_yaml")),
+                             (render_skypilot, ("with_secret_values",)), (skypilot_api, ("with_job_name",)),
+                             (getattr(render_skypilot, "JobDocument", None), ("text",))):
+            for name in names:
+                if owner is not None and hasattr(owner, name):
+                    timed(owner, name)
         context = LambdaContext(function_name="launch", function_version="$LATEST",
                                 invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:launch",
                                 memory_limit_in_mb=1024, timeout_seconds=900, log_group_name="/aws/lambda/launch")
@@ -212,6 +235,8 @@ def child(launches: int) -> None:
                 sys.setprofile(None)
             spent = time.thread_time() - began
             assert "error" not in result and "unknown" not in result, result
+            document_cpu.append(inside[1])
+            inside[1] = 0.0
             return spent
 
         one("warm-up")  # imports, the engine's clients
@@ -223,7 +248,8 @@ def child(launches: int) -> None:
         cpu = [one(f"run-{i}") for i in range(launches)]
         sent = double.calls_to("/jobs/launch")
     print(json.dumps({
-        "rooms": walk.rooms, "climbs": walk.climbs, "reentries": walk.reentries, "yaml_parses": per_launch["parse"],
+        "rooms": walk.rooms, "climbs": walk.climbs, "reentries": walk.reentries, "value_calls": walk.value_calls,
+        "yaml_parses": per_launch["parse"],
         "yaml_dumps": per_launch["dump"], "cpu_ms_median": statistics.median(cpu) * 1e3, "cpu_ms_best": min(cpu) * 1e3,
         "document_ms_median": statistics.median(document_cpu) * 1e3 if document_cpu else None,
         "document_ms_best": min(document_cpu) * 1e3 if document_cpu else None, "launches": len(sent),
@@ -257,7 +283,8 @@ def main() -> int:
         rows.append((label, json.loads(done.stdout.strip().splitlines()[-1])))
     for label, row in rows:
         print(f"{label}: {len(set(row['rooms']))} rooms entered {len(row['rooms'])} times, "
-              f"{len(row['climbs'])} climbs back up the stack, {len(row['reentries'])} re-entries, "
+              f"{len(row['climbs'])} climbs back up the stack, {len(row['reentries'])} re-entries to a function "
+              f"(and {len(row['value_calls'])} to a method of a value or port handed along), "
               f"{row['yaml_parses']} YAML parses, {row['yaml_dumps']} YAML dumps per launch; "
               f"{row['launches']} launches sent")
         print(f"  walk: {' > '.join(row['rooms'])}")

@@ -264,8 +264,8 @@ def test_the_launch_timeout_holds_its_call_budget_and_the_exchange_in_flight(
     import inspect
 
     from functions.launch import handler as launch_handler
+    from npa_workflow import budget
     from npa_workflow.adapters.skypilot_api import SkyPilotApi
-    from npa_workflow.engine import budget
     from npa_workflow.engine import launch as engine_launch
     from npa_workflow.protocol import functions as table
 

@@ -1,5 +1,5 @@
 """A launch never outlives its Lambda: SkyPilot client calls stop retrying when the invocation's budget
-(engine/budget.py, opened by the launch handler from `context.get_remaining_time_in_millis()`) runs out,
+(npa_workflow/budget.py, opened by the launch handler from `context.get_remaining_time_in_millis()`) runs out,
 against the protocol double of the SkyPilot API server."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 import pytest
 import test_skypilot_api as sky
 
+from npa_workflow import budget
 from npa_workflow.adapters.skypilot_api import SkyPilotUnavailable
-from npa_workflow.engine import budget
 
 double = sky.double
 

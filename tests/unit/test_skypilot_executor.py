@@ -149,3 +149,13 @@ def test_a_launch_whose_answer_is_lost_is_reported_unknown_not_resent(double):
         executor.submit(request())
     assert err.value.category == "unknown"
     assert len(double.calls_to("/jobs/launch")) == 1  # never resent blindly
+
+
+def test_a_job_without_its_document_is_a_configuration_failure_and_sends_nothing(executor, double):
+    job = request()
+    for bare in (JobRequest(name=job.name, step=job.step, env={}),
+                 JobRequest(name="r1-01-other", step=job.step, env={}, document=job.document)):
+        with pytest.raises(SubmitError) as err:
+            executor.submit(bare)
+        assert err.value.category == "configuration" and bare.name in str(err.value)
+    assert double.calls == []

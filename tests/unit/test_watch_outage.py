@@ -285,7 +285,7 @@ def test_cleanup_of_a_failed_wave_keeps_the_root_cause_when_skypilot_is_down(set
 
 def test_budget_reaches_the_executors_threads():
     """The invocation's budget is a context variable: the pass's pool runs each item in a copy of its context."""
-    from npa_workflow.engine import budget
+    from npa_workflow import budget
 
     seen: list[float | None] = []
     with budget.within(30):

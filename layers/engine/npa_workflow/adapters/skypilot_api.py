@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from npa_workflow.engine import budget
+from npa_workflow import budget
 from npa_workflow.protocol import environment
 
 __all__ = [
@@ -1092,7 +1092,7 @@ class SkyPilotApi:
         headers = self._headers(data is not None)
         start = time.monotonic()
         deadline = start + self.retry_deadline
-        left = budget.remaining()  # the invocation's own deadline (engine/budget.py): never outlive the Lambda
+        left = budget.remaining()  # the invocation's own deadline (npa_workflow/budget.py): never outlive the Lambda
         if left is not None:
             if left <= 0:
                 raise SkyPilotUnavailable(f"{method} {path}: not sent: this invocation's time budget is spent",

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from npa_workflow import redact
+from npa_workflow import budget, redact
 from npa_workflow.adapters.secrets import SecretMissing, SecretSource
 from npa_workflow.adapters.skypilot_api import (
     SkyPilotApi,
@@ -25,7 +25,6 @@ from npa_workflow.adapters.skypilot_api import (
     classify_error,
     classify_job,
 )
-from npa_workflow.engine import budget
 from npa_workflow.engine.ports import (
     JobRequest,
     Observation,
@@ -57,13 +56,13 @@ class SkyPilotExecutor:
         self.confirm_poll_seconds = confirm_poll_seconds
 
     def submit(self, job: JobRequest) -> Submission:
+        document = job.document
+        if document is None or document.name != job.name:
+            raise SubmitError(f"job {job.name!r}: no SkyPilot document of that name to launch", "configuration")
         try:
             existing = self.api.find_jobs_by_name(job.name)
             if existing:
                 return Submission(job_id=str(min(r.job_id for r in existing)))
-            document = job.document
-            if document is None or document.name != job.name:
-                raise SubmitError(f"job {job.name!r}: no SkyPilot document of that name to launch", "configuration")
             # The secrets' values go in as the document is written, once, right before it is sent; its header
             # names the job, so the client sends the text as it is.
             names = document.secret_names
@@ -84,7 +83,7 @@ class SkyPilotExecutor:
         request that status shows finished (once in its life: the next pass has the job id), `RESULT_WORKERS`
         at a time, then one queue call for every job id. The first call that finds the server unreachable ends
         the round (each would wait out its retries): what was read is returned inside `SchedulerUnreachable`,
-        the rest as pending. The invocation's budget (engine/budget.py) bounds every call."""
+        the rest as pending. The invocation's budget (npa_workflow/budget.py) bounds every call."""
         out: dict[str, Observation] = {}
         job_of: dict[str, str] = {}
         waiting: dict[str, list[str]] = {}  # launch request id → the keys waiting on it

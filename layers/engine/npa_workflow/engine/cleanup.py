@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from npa_workflow.engine import budget
+from npa_workflow import budget
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.errors import RUN_FAILED, WAVE_FAILED, WAVE_TIMED_OUT
 from npa_workflow.engine.ports import Observation, TrackedJob

@@ -10,7 +10,7 @@ Order (docs/cloud.md, "The watch under load and outages"; bench/watch_outage.py)
 first, from the ledger alone — a slow or unreachable SkyPilot never delays one; then the scheduler round
 (capped reconciles, the one batched observation) under a share of the budget; then what it showed,
 recorded wave by wave; then the cancels and reaps the heartbeats found due. The whole pass runs inside
-`engine.budget.within()`; with a budget it holds the ledger's watch lease, so ticks never overlap.
+`npa_workflow.budget.within()`; with a budget it holds the ledger's watch lease, so ticks never overlap.
 
 Scale (docs/cloud.md, bench/watch_scale.py): after the one executor call, each wave is tended on
 a thread pool (boto3 clients are thread-safe), finished waves first; the pass stops taking new work
@@ -42,7 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from npa_workflow.engine import budget, errors
+from npa_workflow import budget
+from npa_workflow.engine import errors
 from npa_workflow.engine.cleanup import reap, record_success
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import (
@@ -493,7 +494,7 @@ def _heartbeat_every(explicit: float | None) -> float:
 
 def _pool_each(items: list[Any], fn: Callable[[Any], None], workers: int) -> None:
     """`fn` on every item, on up to `workers` threads, each in a copy of this thread's context: the invocation's
-    budget (engine/budget.py) is a context variable, and a pool's threads do not inherit it."""
+    budget (npa_workflow/budget.py) is a context variable, and a pool's threads do not inherit it."""
     if workers <= 1 or len(items) <= 1:
         for item in items:
             fn(item)

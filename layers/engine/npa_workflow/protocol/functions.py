@@ -59,7 +59,7 @@ class FunctionSlot:
 
 
 # The launch function's time, in two parts. Its SkyPilot calls (the reconcile-by-name lookup, the submit) may spend
-# LAUNCH_CALL_BUDGET_SECONDS in all: the handler opens that budget (engine/budget.py) as the time remaining less
+# LAUNCH_CALL_BUDGET_SECONDS in all: the handler opens that budget (npa_workflow/budget.py) as the time remaining less
 # LAUNCH_MARGIN_SECONDS, which covers the one exchange in flight when the budget runs out (SkyPilotApi's connect 5 s
 # + read 30 s timeouts) and the ledger write recording the outcome. Lambda kills a function at its timeout
 # mid-call, with nothing recorded, so the timeout is the sum (tests/infra/test_infra_functions.py pins it).

@@ -6,6 +6,9 @@ budget from `context.get_remaining_time_in_millis()`, less the longest single ex
 when the budget runs out; a client that honours it (`adapters/skypilot_api.py`) stops retrying and answers
 "unavailable" instead, which the launch records (infrastructure failure, or an unknown outcome reconciled by
 name). No budget open: no limit (the CLI, tests).
+
+A leaf beside the engine, not in it: the handlers open it, the engine's passes narrow it, and the adapters that
+honour it read it without calling back into the engine that called them.
 """
 
 from __future__ import annotations
