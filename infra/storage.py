@@ -14,6 +14,8 @@ LEDGER_TTL_ATTRIBUTE = "expires_at"
 INBOX_PREFIX = "inbox/"
 REJECTED_PREFIX = "inbox-rejected/"
 RUNS_PREFIX = "runs/"
+# Staged step code (npa_workflow.render.code.CODE_PREFIX): `submit` writes it; the inbox, a raw upload's bundle.
+CODE_PREFIX = "code/"
 # The deployed catalog (written by the deploy, see catalog.py; keys as npa_workflow.engine.inbox reads them).
 CATALOG_PREFIX = "catalog/"
 CATALOG_SPECS_DIR = "specs"  # catalog/specs/<metadata.name>.yaml
