@@ -12,7 +12,7 @@ extension (`inbox/fit.yaml` → `inbox/fit.code.tar.gz`; `tar -czf fit.code.tar.
   request naming one does), whose steps name files of a folder (`python steps/fit.py`, `./run.sh`, a `workdir`)
   and that has no bundle is rejected with one line saying how to upload it with its code; a spec whose tools are
   in their image (`python -m mypkg.fit`) runs as before. On `serve` (jobs on this machine:
-  `NPA_WORKFLOW_EXECUTOR=local`) none is rejected: its jobs start in serve's specs folder.
+  `Engine.jobs_on_this_machine`) none is rejected: its jobs start in serve's specs folder.
 
 A bundle is checked before anything is stored: regular files and folders only (no links: one could point out of
 the checkout), relative paths inside it (no `..`, no absolute name, no name twice), at most
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 import shlex
 import tarfile
@@ -32,7 +31,6 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from npa_workflow.errors import Problem, SpecError
-from npa_workflow.protocol import environment as env_names
 from npa_workflow.render.code import (
     CODE_PREFIX,
     MANIFEST,
@@ -153,15 +151,17 @@ def names_folder_code(loaded: LoadedSpec) -> str:
     return ""
 
 
-def raw_upload_code(store: ObjectStore, bucket: str, key: str, loaded: LoadedSpec, machine: str) -> str:
+def raw_upload_code(store: ObjectStore, bucket: str, key: str, loaded: LoadedSpec, machine: str,
+                    jobs_on_this_machine: bool = False) -> str:
     """The code URI a raw spec upload runs with: its bundle's, staged; "" when its steps need no folder. Raises
     `SpecError` (the inbox's rejection) for a bad bundle, or for steps that need code and have none. `machine`:
     "deployed" (a spec of the stack's specs folder, which runs with the code the deploy gives it, as a run request
-    naming it does) or "ad-hoc"."""
+    naming it does) or "ad-hoc". `jobs_on_this_machine`: `serve`'s inbox, whose jobs without code start in its specs
+    folder."""
     body = store.get(f"s3://{bucket}/{bundle_key(key)}")
     if body is not None:
         return stage_bundle(store, bucket, bundle_key(key), body)
-    if machine == "deployed" or os.environ.get(env_names.EXECUTOR, "").strip() == "local":
+    if machine == "deployed" or jobs_on_this_machine:
         return ""  # a deployed spec; or serve, whose jobs start in its specs folder (engine.launch._workdir)
     why = names_folder_code(loaded)
     if why:
