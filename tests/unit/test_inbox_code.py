@@ -157,3 +157,14 @@ def test_a_bundle_that_is_not_a_gzipped_tar_is_one_line(inbox) -> None:
     [error] = upload("inbox/fit.yaml", SPEC.encode()).errors
     assert error["message"].startswith(f"code bundle s3://{BUCKET}/inbox/fit.code.tar.gz: not a gzip'd tar")
     assert "tar -czf" in error["hint"] and _code_keys(s3) == []
+
+
+def test_a_bundle_past_the_inbox_limits_is_refused_at_the_header_that_passes_them(inbox, monkeypatch) -> None:
+    from npa_workflow.engine import inbox_code
+
+    s3, _, upload = inbox
+    monkeypatch.setattr(inbox_code, "MAX_BUNDLE_UNPACKED", 10)
+    upload("inbox/fit.code.tar.gz", _tar([_file("steps/a.py", b"12345"), _file("steps/b.py", b"1234567")]))
+    [error] = upload("inbox/fit.yaml", SPEC.encode()).errors
+    assert "more than 1000 files or 0 MiB unpacked" in error["message"] and "npa-workflow submit" in error["hint"]
+    assert _code_keys(s3) == []
