@@ -24,7 +24,7 @@ from infra.permissions import (
     STEP_SECRET_READERS,
 )
 from infra.settings import is_complete_secret_arn
-from infra.storage import CATALOG_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
+from infra.storage import CATALOG_PREFIX, CODE_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
 
 if TYPE_CHECKING:
     from infra.stack import NpaWorkflowStack
@@ -43,6 +43,8 @@ RUN_OBJECTS = (
 )
 INBOX_OBJECTS = "Reads the uploaded spec: any key under the inbox/ prefix, named by the uploader at run time."
 REJECTED_OBJECTS = "Writes one rejection report per bad upload under the inbox-rejected/ prefix, keyed by the upload."
+CODE_OBJECTS = ("Stages a raw upload's code bundle under the code/ prefix, one object per file of it under "
+                "code/<content digest>/, named at run time (engine.inbox_code); reads the manifest first to reuse it.")
 ANY_OBJECT = (
     "Reads artifacts whose S3 URIs the specs choose (decision files for decide, step outputs and trigger objects "
     "for watch): they can be anywhere in the engine bucket, and read-only (s3:GetObject) is all it gets."
@@ -162,6 +164,7 @@ def acknowledge_findings(stack: NpaWorkflowStack) -> list[Acknowledgement]:
     ack(inbox, iam5(f"{bucket_arn}/{INBOX_PREFIX}*"), INBOX_OBJECTS)
     ack(inbox, iam5(f"{bucket_arn}/{REJECTED_PREFIX}*"), REJECTED_OBJECTS)
     ack(inbox, iam5(f"{bucket_arn}/{CATALOG_PREFIX}*"), CATALOG_OBJECTS)
+    ack(inbox, iam5(f"{bucket_arn}/{CODE_PREFIX}*"), CODE_OBJECTS)
 
     ack(stack.catalog.role, iam5(f"{bucket_arn}/{CATALOG_PREFIX}*"), CATALOG_DEPLOYMENT_OBJECTS)
     ack(stack.catalog.handler, "AwsSolutions-L1", CATALOG_DEPLOYMENT_RUNTIME)

@@ -3,10 +3,10 @@
 Every function reads and writes the ledger. Beyond that:
 
 - inbox: read inbox/*, write inbox-rejected/*, read+write runs/*, read catalog/* (the deployed specs and tool
-  catalog), list the bucket; DescribeStateMachine (it compares an upload's compiled definition with the deployed
-  one) and StartExecution on the stack's machines (with allowAdHocSpecs: create/describe/start machines
-  under its `<stack>_adhoc_` prefix, pass the ad-hoc machine role, the log-delivery actions CreateStateMachine
-  needs);
+  catalog), read+write code/* (a raw upload's code bundle, staged), list the bucket; DescribeStateMachine (it
+  compares an upload's compiled definition with the deployed one) and StartExecution on the stack's machines (with
+  allowAdHocSpecs: create/describe/start machines under its `<stack>_adhoc_` prefix, pass the ad-hoc machine role,
+  the log-delivery actions CreateStateMachine needs);
 - launch: read runs/*, list; SendTask* on the stack's machines; the SkyPilot secret; the step secrets
   (`stepSecretsArn`, for `secretEnv`);
 - decide: read any object of the bucket (decision URIs are the spec's), list; read the data buckets;
@@ -53,7 +53,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 
-from infra.storage import CATALOG_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
+from infra.storage import CATALOG_PREFIX, CODE_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
 from npa_workflow.protocol.deployment import SECRET_READERS, STEP_SECRET_READERS  # the model's: who gets the ARNs
 
 LEDGER_ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]
@@ -165,6 +165,8 @@ def grant_engine(
     grant_objects(inbox, bucket, ["s3:GetObject", "s3:GetObjectVersion"], INBOX_PREFIX)
     grant_objects(inbox, bucket, ["s3:GetObject"], CATALOG_PREFIX)
     grant_objects(inbox, bucket, ["s3:PutObject"], REJECTED_PREFIX, RUNS_PREFIX)
+    # A raw upload's code bundle (`engine.inbox_code`): staged under code/<digest>/ once (HEAD of its manifest first).
+    grant_objects(inbox, bucket, ["s3:GetObject", "s3:PutObject"], CODE_PREFIX)
     inbox.add_to_principal_policy(
         iam.PolicyStatement(actions=["states:DescribeStateMachine", "states:StartExecution"], resources=[machines_arn])
     )

@@ -22,6 +22,7 @@ from npa_workflow.protocol.deployment import (  # noqa: F401 - the bucket's layo
     Deployment,
     LifecycleRule,
 )
+from npa_workflow.render.code import CODE_PREFIX  # noqa: F401 - staged step code: submit, a raw upload's bundle
 
 # The ledger's shape is fixed by the engine (npa_workflow.ledger.dynamodb.DynamoLedger.create_table): keep in sync.
 LEDGER_INDEXES = {"active": ("active_pk", "active_sk"), "runs": ("runs_pk", "runs_sk")}

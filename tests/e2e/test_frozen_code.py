@@ -76,3 +76,17 @@ def test_an_unchanged_folder_is_staged_once_and_the_home_inside_it_is_not_code(t
     [checkout] = list((home / "code").iterdir())  # one copy for both runs: the home's checkouts are not code
     assert checkout.name == code_bundle(folder, exclude=home).digest
     assert _log(home, second, "check").strip() == str(checkout)
+
+
+def test_a_folder_too_big_to_stage_is_one_line_before_anything_starts(tmp_path: Path, monkeypatch) -> None:
+    from npa_workflow.local.runtime import LocalRunError
+    from npa_workflow.render import code
+
+    folder, spec = _folder(tmp_path)
+    monkeypatch.setattr(code, "MAX_FILES", 2)  # the folder holds three files
+    with pytest.raises(LocalRunError) as caught:
+        run(spec, tmp_path / "home", run_id="too-big")
+    message = str(caught.value)
+    assert message.startswith(f"{spec}: code folder {folder.resolve()} holds more than 2 files")
+    assert "point workdir at the steps' own folder" in message
+    assert not (tmp_path / "home" / "code").exists() and not (tmp_path / "home" / "runs" / "too-big").exists()

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from e2e_support import cli, run, workspace, write_spec  # noqa: E402
 
 from npa_workflow.embedded_aws.durable_aws import DurableAws  # noqa: E402
-from npa_workflow.local.gc import find_prunable  # noqa: E402
+from npa_workflow.local.gc import find_prunable, find_unused_code  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -30,6 +30,8 @@ def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(
     assert report["status"] == "SUCCEEDED"
     job_id = report["waves"][0]["job_id"]
     assert list((home / "jobs").glob(f"{job_id}.*")) and list((home / "jobs" / "names").glob(f"*/{job_id}"))
+    [staged] = list((home / "code").iterdir())  # the run's steps started in a copy of their code
+    assert find_unused_code(home, 0, []) == []  # its job's record stays: so does the code it started in
     held = home / "runs" / "held-run" / "aws"
     held_state = DurableAws(held)  # as a running (or resuming) process holds its run
     try:
@@ -39,11 +41,14 @@ def test_gc_lists_then_deletes_idle_runs_and_their_job_files_but_not_a_held_run(
         listed = json.loads(dry.stdout)
         assert listed["deleted"] is False and [r["run_id"] for r in listed["runs"]] == ["old-run"]
         assert listed["runs"][0]["status"] == "SUCCEEDED" and listed["runs"][0]["job_files"] >= 2
-        assert (home / "runs" / "old-run").is_dir()  # a dry run deletes nothing
-        assert json.loads(cli("gc", "--json", home=home).stdout)["runs"] == []  # not idle for 7 days
+        assert [c["digest"] for c in listed["code"]] == [staged.name]  # no job left after the prune used it
+        assert (home / "runs" / "old-run").is_dir() and staged.is_dir()  # a dry run deletes nothing
+        recent = json.loads(cli("gc", "--json", home=home).stdout)
+        assert recent["runs"] == [] and recent["code"] == []  # not idle for 7 days
 
         done = cli("gc", "--older-than", "0", "--yes", home=home)
         assert done.returncode == 0 and "deleted old-run" in done.stdout, done.stdout
+        assert f"deleted staged code {staged.name[:12]}" in done.stdout and not staged.exists()
         assert not (home / "runs" / "old-run").exists()
         assert not list((home / "jobs").glob(f"{job_id}.*"))
         assert not list((home / "jobs" / "names").glob(f"*/{job_id}"))  # nor its entry in the name index

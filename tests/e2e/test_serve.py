@@ -399,3 +399,34 @@ def test_a_failed_run_resumed_with_restage_runs_its_fixed_code_and_says_so(stack
     assert f"{change['from'][:12]} -> {change['to'][:12]}" in notice
     unchanged = stack.cli("resume", run_id, "--restage", str(spec))  # nothing to resume: it SUCCEEDED
     assert unchanged.returncode == 1 and "SUCCEEDED: nothing to resume" in unchanged.stderr
+
+
+def test_a_raw_upload_runs_the_code_bundle_uploaded_beside_it(stack: Stack, tmp_path: Path) -> None:
+    """issue 21: a raw `aws s3 cp spec.yaml …/inbox/` carried no code; its bundle (`<name>.code.tar.gz`) does."""
+    import io
+    import tarfile
+
+    s3 = aws_client("s3", stack.endpoint)
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        body = b"echo from the bundle\n"
+        info = tarfile.TarInfo("steps/bundled.sh")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    s3.put_object(Bucket="npa-workflow-local", Key="inbox/bundled.code.tar.gz", Body=packed.getvalue())
+    spec = (b"apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: bundled}\n"
+            b"states:\n  only: {run: {shell: 'bash steps/bundled.sh && pwd'}, terminal: true}\n")
+    etag = s3.put_object(Bucket="npa-workflow-local", Key="inbox/bundled.yaml", Body=spec)["ETag"]
+    run_id = run_id_for_object("npa-workflow-local", "inbox/bundled.yaml", etag.strip('"'), "bundled")
+
+    def ended() -> dict[str, Any] | None:
+        done = stack.cli("status", run_id, "--json")
+        report = json.loads(done.stdout) if done.returncode == 0 else None
+        return report if report and report["status"] != "RUNNING" else None
+
+    report = wait_until(ended, 60, "the raw upload did not run", interval=0.5)
+    assert report["status"] == "SUCCEEDED", report["error"]
+    [wave] = report["waves"]
+    said, where = (stack.home / "jobs" / f"{wave['job_id']}.log").read_text().splitlines()[-2:]
+    assert said == "from the bundle"
+    assert Path(where).parent == stack.home / "code"  # a checkout of the staged bundle, not serve's folder

@@ -115,9 +115,9 @@ def test_s3_access_follows_the_prefixes_each_function_uses(default_synth: Synth)
     s3 = {name: {a: r for a, r in grants(default_synth, name).items() if a.startswith("s3:")} for name in NAMES}
     assert s3["inbox"] == {
         "s3:ListBucket": {bucket},
-        "s3:GetObject": {f"{bucket}/inbox/*", f"{bucket}/runs/*", f"{bucket}/catalog/*"},
+        "s3:GetObject": {f"{bucket}/inbox/*", f"{bucket}/runs/*", f"{bucket}/catalog/*", f"{bucket}/code/*"},
         "s3:GetObjectVersion": {f"{bucket}/inbox/*"},
-        "s3:PutObject": {f"{bucket}/inbox-rejected/*", f"{bucket}/runs/*"},
+        "s3:PutObject": {f"{bucket}/inbox-rejected/*", f"{bucket}/runs/*", f"{bucket}/code/*"},  # a raw upload's bundle
     }
     for name in ("launch", "trigger"):
         assert s3[name] == {"s3:ListBucket": {bucket}, "s3:GetObject": {f"{bucket}/runs/*"}}, name

@@ -40,7 +40,6 @@ def inbox(monkeypatch):
                        "POWERTOOLS_METRICS_DISABLED": "true"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("NPA_WORKFLOW_EXECUTOR", raising=False)  # the cloud's: jobs on SkyPilot
     with mock_aws():
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)
@@ -121,9 +120,9 @@ def test_a_spec_that_needs_code_without_a_bundle_is_rejected_with_how_to_upload_
     assert started.status == "started" and _code_keys(s3) == []
 
 
-def test_serve_runs_a_raw_spec_without_a_bundle_from_its_folder(inbox, monkeypatch) -> None:
+def test_serve_runs_a_raw_spec_without_a_bundle_from_its_folder(inbox) -> None:
     _, engine, upload = inbox
-    monkeypatch.setenv("NPA_WORKFLOW_EXECUTOR", "local")
+    engine.jobs_on_this_machine = True  # as wiring makes serve's engine (NPA_WORKFLOW_EXECUTOR=local)
     started = upload("inbox/fit.yaml", SPEC.encode())
     assert started.status == "started" and engine.runs.load(started.run_id).options.code_uri == ""
 
@@ -158,3 +157,14 @@ def test_a_bundle_that_is_not_a_gzipped_tar_is_one_line(inbox) -> None:
     [error] = upload("inbox/fit.yaml", SPEC.encode()).errors
     assert error["message"].startswith(f"code bundle s3://{BUCKET}/inbox/fit.code.tar.gz: not a gzip'd tar")
     assert "tar -czf" in error["hint"] and _code_keys(s3) == []
+
+
+def test_a_bundle_past_the_inbox_limits_is_refused_at_the_header_that_passes_them(inbox, monkeypatch) -> None:
+    from npa_workflow.engine import inbox_code
+
+    s3, _, upload = inbox
+    monkeypatch.setattr(inbox_code, "MAX_BUNDLE_UNPACKED", 10)
+    upload("inbox/fit.code.tar.gz", _tar([_file("steps/a.py", b"12345"), _file("steps/b.py", b"1234567")]))
+    [error] = upload("inbox/fit.yaml", SPEC.encode()).errors
+    assert "more than 1000 files or 0 MiB unpacked" in error["message"] and "npa-workflow submit" in error["hint"]
+    assert _code_keys(s3) == []

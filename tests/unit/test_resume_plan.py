@@ -192,3 +192,36 @@ def test_a_cancel_of_a_resumed_run_reports_only_the_jobs_it_ended(stack):
     second.join(5)
     assert result["cancelled"] is True
     assert sorted(result["cancelled_jobs"]) == ["a-again", "b-again", "raced-job"]  # not the first execution's
+
+
+def test_a_resume_with_restaged_code_never_redrives_and_repoints_the_frozen_run(stack):
+    """`resume --restage` on a deployed stack: an aborted run would be redriven (its execution, whose warm Lambdas
+    hold the old options); with new code it is a new execution, the frozen run names the new code, the RUN item
+    records the change, and a Lambda's RunStore that cached the run reads the new options for the new execution."""
+    from npa_workflow.adapters.s3_store import S3Store
+    from npa_workflow.engine.runs import RunOptions, RunStore
+
+    client, calls = stack
+    arn = started(client, WAITING, "rs")
+    old, new = "a" * 64, "b" * 64
+    lambdas = RunStore(S3Store(client.s3), "engine")  # a warm Lambda's store, in another process
+    spec = "apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: t}\nstates:\n  only: {terminal: true}\n"
+    lambdas.freeze("rs", spec, "", {}, RunOptions(code_uri=f"s3://engine/code/{old}/", code_digest=old))
+    assert lambdas.load("rs", arn).options.code_digest == old
+    client.executions.client.stop_execution(executionArn=arn)
+    assert settled(client, arn) == "ABORTED"
+    client.ledger.update_run_status("rs", RunStatus.ABORTED)
+    unchanged = client.resume("rs", code=(f"s3://engine/code/{old}/", old))  # the same code: a resume as any
+    assert "RedriveExecution" in calls and "code" not in unchanged and client.ledger.get_run("rs").code_changes == []
+    client.executions.client.stop_execution(executionArn=unchanged["execution_arn"])
+    assert settled(client, unchanged["execution_arn"]) == "ABORTED"
+    client.ledger.update_run_status("rs", RunStatus.ABORTED)
+    calls.clear()
+    result = client.resume("rs", code=(f"s3://engine/code/{new}/", new))
+    assert "RedriveExecution" not in calls and result["execution_name"] == "rs-r3"
+    assert result["code"] == {"from": old, "to": new, "uri": f"s3://engine/code/{new}/"}
+    [change] = client.ledger.get_run("rs").code_changes
+    assert (change["from"], change["to"]) == (old, new) and change["at"]
+    assert lambdas.load("rs", arn).options.code_digest == old  # the old execution's Tasks: what they started with
+    assert lambdas.load("rs", result["execution_arn"]).options.code_digest == new  # the new one's: the fix
+    assert lambdas.load("rs", result["execution_arn"]).loaded.spec.name == "t"  # the spec stays as frozen

@@ -146,7 +146,8 @@ def _build(env: Mapping[str, str]) -> Engine:
         executor = LocalJobExecutor(local_state_dir(env), step_access=access)
         job_env = local_job_env(env)
     return Engine(ledger=ledger, runs=RunStore(store, bucket), store=store, executor=executor,
-                  callbacks=callbacks, job_env=job_env, executions=SfnExecutions(sfn))
+                  callbacks=callbacks, job_env=job_env, executions=SfnExecutions(sfn),
+                  jobs_on_this_machine=kind == "local")
 
 
 def _skypilot_executor(env: Mapping[str, str], aws: AwsClients) -> JobExecutor:

@@ -20,22 +20,28 @@ def gc_command(
 ) -> None:
     """Prune old local runs: each run's folder under `<home>/runs/` (its ledger, S3 objects, report, logs) and the
     job records and logs of its jobs under `<home>/jobs/`. A run another process holds (running, being resumed)
-    is never pruned, nor one with a job still running. Dry run unless --yes.
+    is never pruned, nor one with a job still running. Staged step code under `<home>/code/` as old, which no job
+    left started in, goes too. Dry run unless --yes.
     Home: $NPA_WORKFLOW_HOME, else ./.npa-workflow."""
-    from npa_workflow.local.gc import find_prunable, prune
+    from npa_workflow.local.gc import find_prunable, find_unused_code, prune, prune_code
     from npa_workflow.local.runtime import local_home
 
     home = local_home()
     runs = find_prunable(home, older_than * 86400)
+    code = find_unused_code(home, older_than * 86400, runs)
     if yes:
         prune(runs)
+        prune_code(code)
     if as_json:
-        print_json({"home": str(home), "deleted": yes, "runs": [r.to_json() for r in runs]})
+        print_json({"home": str(home), "deleted": yes, "runs": [r.to_json() for r in runs],
+                    "code": [c.to_json() for c in code]})
         return
     verb = "deleted" if yes else "would delete"
     for run in runs:
         sys.stdout.write(f"{verb} {run.run_id}: {run.status}, idle {run.idle_seconds / 86400:.1f} days, "
                          f"{run.bytes / 1e6:.1f} MB, {len(run.job_files)} job files\n")
+    for staged in code:
+        sys.stdout.write(f"{verb} staged code {staged.digest[:12]}: {staged.bytes / 1e6:.1f} MB, used by no job left\n")
     total = sum(r.bytes for r in runs) / 1e6
     sys.stdout.write(f"{len(runs)} run(s) idle for more than {older_than:g} days under {home / 'runs'} "
                      f"({total:.1f} MB){'' if yes else '; pass --yes to delete them'}\n")

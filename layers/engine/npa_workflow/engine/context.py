@@ -22,3 +22,6 @@ class Engine:
     # The Step Functions control plane (the inbox starts runs with it; functions that only answer tokens
     # never touch it). None: this engine starts no executions.
     executions: Executions | None = None
+    # Jobs run on this machine (the local executor: `run`, `serve`): a job of a run without staged code starts in a
+    # folder here, so the inbox need not refuse a raw upload that carries none (engine.inbox_code).
+    jobs_on_this_machine: bool = False

@@ -250,8 +250,8 @@ def handle_object(
         _check_retention(options, compiled.definition, settings, uri)
         machine_arn, kind = _choose_machine(executions, settings, prepared.loaded, compiled)
         if prepared.request is None:  # a raw spec upload: the code bundle beside it, staged (engine.inbox_code)
-            options = options.model_copy(update={"code_uri": raw_upload_code(engine.store, bucket, key,
-                                                                              prepared.loaded, kind)})
+            options = options.model_copy(update={"code_uri": raw_upload_code(
+                engine.store, bucket, key, prepared.loaded, kind, engine.jobs_on_this_machine)})
         request_run_id = prepared.request.run_id if prepared.request else None
         run_id = request_run_id or run_id_for_object(bucket, key, version_id or (etag or "").strip('"'),
                                                      prepared.loaded.spec.name)

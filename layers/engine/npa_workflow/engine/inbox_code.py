@@ -12,19 +12,19 @@ extension (`inbox/fit.yaml` → `inbox/fit.code.tar.gz`; `tar -czf fit.code.tar.
   request naming one does), whose steps name files of a folder (`python steps/fit.py`, a script, a `workdir`)
   and that has no bundle is rejected with one line saying how to upload it with its code; a spec whose tools are
   in their image (`python -m mypkg.fit`) runs as before. On `serve` (jobs on this machine:
-  `NPA_WORKFLOW_EXECUTOR=local`) none is rejected: its jobs start in serve's specs folder.
+  `Engine.jobs_on_this_machine`) none is rejected: its jobs start in serve's specs folder.
 
 A bundle is checked before anything is stored: regular files and folders only (no links: one could point out of
-the checkout), relative paths inside it (no `..`, no absolute name, no name twice), at most
-`render.code.MAX_FILES` files and `render.code.MAX_BYTES` unpacked, `MAX_BUNDLE_BYTES` packed. A bundle that fails
-rejects the spec, naming the member and the fix.
+the checkout), relative paths inside it (no `..`, no absolute name, no name twice), at most `MAX_BUNDLE_FILES` files
+and `MAX_BUNDLE_UNPACKED` bytes unpacked, `MAX_BUNDLE_BYTES` packed; the members are read one header at a time,
+so a bundle that claims too much is refused at that header, not after unpacking it. A bundle that fails rejects
+the spec, naming the member and the fix.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 import shlex
 import tarfile
@@ -32,12 +32,9 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from npa_workflow.errors import Problem, SpecError
-from npa_workflow.protocol import environment as env_names
 from npa_workflow.render.code import (
     CODE_PREFIX,
     MANIFEST,
-    MAX_BYTES,
-    MAX_FILES,
     SKIPPED_DIRS,
     SKIPPED_SUFFIXES,
     digest_line,
@@ -50,7 +47,11 @@ if TYPE_CHECKING:
     from npa_workflow.spec.validate import LoadedSpec
 
 BUNDLE_SUFFIX = ".code.tar.gz"
-MAX_BUNDLE_BYTES = 64 * 1024 * 1024  # packed; the inbox Lambda holds it in memory while it stages it
+# Below `submit`'s limits (render.code): the inbox function holds the bundle and its files in memory (1 GiB) and
+# stages them one PUT at a time within its 120 s (protocol.functions.INBOX_FN). Larger code: `npa-workflow submit`.
+MAX_BUNDLE_BYTES = 32 * 1024 * 1024  # packed
+MAX_BUNDLE_FILES = 1000
+MAX_BUNDLE_UNPACKED = 128 * 1024 * 1024
 _SPEC_SUFFIX = re.compile(r"\.(ya?ml|json)$", re.IGNORECASE)
 _SCRIPT = re.compile(r"\.(py|sh|bash|r|jl|js|rb|pl|ipynb)$", re.IGNORECASE)
 
@@ -82,12 +83,18 @@ def _members(uri: str, body: bytes) -> tuple[list[tuple[str, bool, tarfile.TarIn
                               "ship data through S3, not in the code bundle")
     try:
         archive = tarfile.open(fileobj=io.BytesIO(body), mode="r:gz")
-        members = archive.getmembers()
+        files = _checked(uri, archive, fix)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise _bundle_problem(uri, f"not a gzip'd tar ({exc})", fix) from None
+    return [(rel, x, m) for rel, (x, m) in sorted(files.items(), key=lambda item: walk_order(item[0]))], archive
+
+
+def _checked(uri: str, archive: tarfile.TarFile, fix: str) -> dict[str, tuple[bool, tarfile.TarInfo]]:
     files: dict[str, tuple[bool, tarfile.TarInfo]] = {}
     total = 0
-    for member in members:
+    for count, member in enumerate(archive, 1):  # lazily: each header is checked before the next is read
+        if count > 2 * MAX_BUNDLE_FILES:  # folders count too: a tar of nothing but folders is no smaller to read
+            raise _bundle_problem(uri, f"more than {2 * MAX_BUNDLE_FILES} members", fix)
         name = member.name
         path = PurePosixPath(name)
         parts = [p for p in path.parts if p != "."]
@@ -105,11 +112,12 @@ def _members(uri: str, body: bytes) -> tuple[list[tuple[str, bool, tarfile.TarIn
         if rel in files:
             raise _bundle_problem(uri, f"member {rel!r} is in the bundle twice", fix)
         total += member.size
-        if len(files) >= MAX_FILES or total > MAX_BYTES:
-            raise _bundle_problem(uri, f"more than {MAX_FILES} files or {MAX_BYTES // 2**20} MiB unpacked",
-                                  "bundle the steps' own folder, and ship data through S3")
+        if len(files) >= MAX_BUNDLE_FILES or total > MAX_BUNDLE_UNPACKED:
+            raise _bundle_problem(uri, f"more than {MAX_BUNDLE_FILES} files or {MAX_BUNDLE_UNPACKED // 2**20} MiB "
+                                       "unpacked", "bundle the steps' own folder and ship data through S3, or stage "
+                                                   "larger code with `npa-workflow submit`")
         files[rel] = (bool(member.mode & 0o100), member)
-    return [(rel, x, m) for rel, (x, m) in sorted(files.items(), key=lambda item: walk_order(item[0]))], archive
+    return files
 
 
 def stage_bundle(store: ObjectStore, bucket: str, key: str, body: bytes) -> str:
@@ -153,15 +161,17 @@ def names_folder_code(loaded: LoadedSpec) -> str:
     return ""
 
 
-def raw_upload_code(store: ObjectStore, bucket: str, key: str, loaded: LoadedSpec, machine: str) -> str:
+def raw_upload_code(store: ObjectStore, bucket: str, key: str, loaded: LoadedSpec, machine: str,
+                    jobs_on_this_machine: bool = False) -> str:
     """The code URI a raw spec upload runs with: its bundle's, staged; "" when its steps need no folder. Raises
     `SpecError` (the inbox's rejection) for a bad bundle, or for steps that need code and have none. `machine`:
     "deployed" (a spec of the stack's specs folder, which runs with the code the deploy gives it, as a run request
-    naming it does) or "ad-hoc"."""
+    naming it does) or "ad-hoc". `jobs_on_this_machine`: `serve`'s inbox, whose jobs without code start in its specs
+    folder."""
     body = store.get(f"s3://{bucket}/{bundle_key(key)}")
     if body is not None:
         return stage_bundle(store, bucket, bundle_key(key), body)
-    if machine == "deployed" or os.environ.get(env_names.EXECUTOR, "").strip() == "local":
+    if machine == "deployed" or jobs_on_this_machine:
         return ""  # a deployed spec; or serve, whose jobs start in its specs folder (engine.launch._workdir)
     why = names_folder_code(loaded)
     if why:

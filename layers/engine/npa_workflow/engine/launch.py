@@ -34,10 +34,11 @@ _SUBMIT_FAILURES = {
 
 
 def _workdir(run: Any) -> Path | None:
-    """Where a local job starts. A local `run` froze its folder (render.code.spec_code_root); a run the inbox
-    started (a `serve` stack) froze none: the spec's `workdir`, else the catalog's, taken relative to the folder
-    `serve` works in (the deployed specs' folder, beside its catalog); None: that folder itself. A SkyPilot task
-    does not use it: it starts in the staged code (`code_uri`)."""
+    """Where a local job of a run without staged code (`code_uri`) starts. A local `run` froze the copy of its code
+    folder it staged (`local_jobs.code_checkout.stage_folder`); a run the inbox started without code (a `serve`
+    stack: `submit --no-code`, a raw upload without a bundle) froze none: the spec's `workdir`, else the catalog's,
+    taken relative to the folder `serve` works in (the deployed specs' folder, beside its catalog); None: that
+    folder itself. A SkyPilot task does not use it: it starts in the staged code (`code_uri`)."""
     if run.options.workdir:
         return Path(run.options.workdir)
     named = run.loaded.spec.workdir or run.loaded.catalog.workdir

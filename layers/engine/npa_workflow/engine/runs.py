@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class RunOptions:
     assume_decision: str = ""  # the fallback for a missing decision artifact ("" = none: fail)
     secret_names: tuple[str, ...] = ()
-    workdir: str = ""  # local runs: the spec's folder, where step commands run
+    workdir: str = ""  # local runs: the staged copy of the code folder, where step commands run
     cancel_on_timeout: bool = True
     max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS  # per wave; the execution input's `$.run.deadline`
     # The step code submit staged (render.code): every task mounts it; frozen with the run, so a later

@@ -8,6 +8,10 @@ none of its jobs still runs (a job left running by `--no-cancel-on-timeout`, or 
 keeps its record: without it nothing could find or cancel the job): a finished run, or an interrupted one nobody
 resumed. Its job files go with it; the job ids come from its ledger.
 `serve`'s stack (`serve/`) is not pruned here: its runs are pruned with the stack folder itself.
+
+Staged step code (`<home>/code/<digest>/`, `local_jobs.code_checkout`: one copy per content of a steps folder, so
+one per edit a developer runs) goes when no job record left after the prune started in it and it is as old as
+`older_than_seconds`: `find_unused_code`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, held_elsewhere, run_ledger_items
 
-__all__ = ["Prunable", "find_prunable", "prune"]
+__all__ = ["Prunable", "UnusedCode", "find_prunable", "find_unused_code", "prune", "prune_code"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +103,58 @@ def prune(runs: list[Prunable]) -> None:
         for path in run.job_files:
             path.unlink(missing_ok=True)
         shutil.rmtree(run.path, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class UnusedCode:
+    digest: str
+    path: Path
+    bytes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"digest": self.digest, "path": str(self.path), "bytes": self.bytes}
+
+
+def _job_folders(home: Path, leaving: set[Path]) -> set[Path]:
+    """The folders the job records that stay (not in `leaving`) started their jobs in."""
+    import json
+
+    folders = set()
+    for record in (home / "jobs").glob("*.json"):
+        if record in leaving:
+            continue
+        try:
+            cwd = json.loads(record.read_text(encoding="utf-8")).get("cwd")
+        except (OSError, ValueError):
+            continue  # a record being written, or damaged: it names no folder to keep
+        if isinstance(cwd, str) and cwd:
+            folders.add(Path(cwd))
+    return folders
+
+
+def find_unused_code(home: Path, older_than_seconds: float, pruned: list[Prunable],
+                     now: float | None = None) -> list[UnusedCode]:
+    """Checkouts of staged code no job keeps (once `pruned` is gone), staged at least `older_than_seconds` ago."""
+    from npa_workflow.local_jobs.code_checkout import CHECKOUTS
+    from npa_workflow.render.code import MANIFEST
+
+    now = time.time() if now is None else now
+    root = home / CHECKOUTS
+    if not root.is_dir():
+        return []
+    used = _job_folders(home, {p for run in pruned for p in run.job_files})
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            staged = (folder / MANIFEST).stat().st_mtime
+        except OSError:
+            continue  # not a complete checkout: another process may be writing it
+        if now - staged < older_than_seconds or any(f == folder or folder in f.parents for f in used):
+            continue
+        found.append(UnusedCode(folder.name, folder, sum(p.stat().st_size for p in _files(folder))))
+    return found
+
+
+def prune_code(unused: list[UnusedCode]) -> None:
+    for code in unused:
+        shutil.rmtree(code.path, ignore_errors=True)

@@ -421,10 +421,6 @@ class LocalRuntime:
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
         _preflight(loaded, spec_path, opt.secret_names, opt.executor)
-        try:  # the steps start in a copy of their code, as a task in its file_mounts (local_jobs.code_checkout)
-            self._code = stage_folder(spec_code_root(spec_path, loaded), self.home)
-        except CodeError as exc:
-            raise LocalRunError(f"{spec_path}: {exc}") from None
         spec = loaded.spec
         if spec.runtime_only and opt.assume_decision:
             raise LocalRunError(
@@ -440,6 +436,10 @@ class LocalRuntime:
                 "pass --resume to continue it, or choose another --run-id"
             )
         self.run_id = run_id
+        try:  # the steps start in a copy of their code, as a task in its file_mounts (local_jobs.code_checkout)
+            self._code = stage_folder(spec_code_root(spec_path, loaded), self.home)
+        except CodeError as exc:
+            raise LocalRunError(f"{spec_path}: {exc}") from None
         spec_text = spec_path.read_text(encoding="utf-8")
         catalog_path = find_catalog(opt.catalog, spec_path)
         catalog_text = catalog_path.read_text(encoding="utf-8") if catalog_path else ""

@@ -1,11 +1,12 @@
 """A run's staged step code, checked out for local jobs: what SkyPilot's `file_mounts` do for a task.
 
 `submit` stages the spec's code folder under `s3://<bucket>/code/<digest>/` and the run freezes that URI
-(`render.code`, `code_stage`). A task on a cluster starts in a copy of that prefix, so it runs the code as it was
-submitted, whatever the folder holds later. A local job of such a run (one `serve` started) does the same: the
-prefix is copied once into `<home>/code/<digest>/` (from its manifest, which `stage_code` writes last: a prefix
-with one is complete) and the job starts there. The digest names the content, so a complete checkout is reused
-by every later job of every run that staged the same code.
+(`render.code`, `code_stage`; a raw inbox upload's code bundle: `engine.inbox_code`). A task on a cluster starts
+in a copy of that prefix, so it runs the code as it was submitted, whatever the folder holds later. A local job of
+such a run (one `serve` started) does the same: the prefix is copied once into `<home>/code/<digest>/` (from its
+manifest, which `stage_code` writes last: a prefix with one is complete) and the job starts there. A local `run`
+stages its folder straight into the same layout (`stage_folder`: no S3 between the folder and its own jobs). The
+digest names the content, so a complete checkout is reused by every later job of every run of the same code.
 
 The copy is made in a temporary folder and renamed into place: a checkout killed half-way leaves no folder a
 later job would take for complete. Paths come from the manifest, which a user's upload can write: each must be
@@ -67,7 +68,7 @@ def checkout(code_uri: str, root: Path, s3: Any = None) -> Path:
         manifest_body = s3.get_object(Bucket=bucket, Key=prefix + MANIFEST)["Body"].read()
     except Exception as exc:  # noqa: BLE001 - said as the launch's configuration failure
         raise CodeCheckoutError(f"the run's code {code_uri} is not staged (no {MANIFEST}): {type(exc).__name__}; "
-                                "submit the spec again (it stages the code), or resume after re-staging") from None
+                                "stage it again and resume: npa-workflow resume RUN_ID --restage SPEC") from None
     manifest = json.loads(manifest_body)
     files = [(_safe(f.get("path")), bool(f.get("executable"))) for f in manifest.get("files", [])]
     return _materialize(Path(root), digest, manifest_body,
