@@ -16,8 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from e2e_support import CLI, aws_client, wait_until, workspace, write_spec  # noqa: E402
 
-from npa_workflow.ledger import DynamoLedger  # noqa: E402
 from npa_workflow.embedded_aws import moto_lambda  # noqa: E402
+from npa_workflow.ledger import DynamoLedger  # noqa: E402
 from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
 from npa_workflow.local.serve import Serve, ServeOptions  # noqa: E402
 from npa_workflow.protocol import functions as function_table  # noqa: E402
