@@ -2,28 +2,32 @@
 
 What it starts (the local runtime's embedded AWS, `local.runtime`):
 
-- moto in server mode on 127.0.0.1 (`--port`, default a free one) with the engine bucket `npa-workflow-local`,
-  the bucket(s) each deployed spec's config names, the ledger table, the launch/decide/trigger/cleanup
-  functions (in-process handlers), and one state machine per spec in the catalog's folder (`--catalog`,
-  default `specs/tools.yaml`: every other `*.yaml` there is a spec), compiled as the stack compiles them;
-- the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
-  reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them).
+- moto in server mode on 127.0.0.1 (`--port`, default a free one) with the stack `local.embedded_stack` deploys
+  from the CDK app's deployment model for every spec in the catalog's folder (`--catalog`, default
+  `specs/tools.yaml`: every other `*.yaml` there is a spec): the engine bucket `npa-workflow-local` (versioned,
+  EventBridge on), the bucket(s) each spec's config names (its trigger-event buckets), the ledger table, every
+  function (in-process handlers) with the stack's environment, one `<stack>_<spec>` machine per spec, compiled
+  as the stack compiles them, and the event rules;
+- the deployed specs' text at `catalog/specs/<name>.yaml`, the catalog at `catalog/tools.yaml` and the machine map
+  at `catalog/machines.json` (what the inbox reads); ad-hoc specs are allowed (as with `-c allowAdHocSpecs=true`:
+  the inbox creates a content-addressed machine for them).
 
 Then the event sources of the cloud stack are emulated, from what the embedded stack itself does (nothing is
 listed per tick, so a serve that stored a thousand runs costs what a fresh one does):
 
 - S3 object arrival: the durable layer hears every object the stack stores (`DurableAws.object_written`, on the
-  writing thread); each is queued and delivered by the loop as one "Object Created" event — under `inbox/` of
-  the engine bucket → `engine.inbox.handle_object` (the inbox Lambda), and any object →
-  `engine.watermarks.on_object_created` (the trigger Lambda's S3 path). An object overwritten twice before the
-  loop delivers it is delivered once (its last version), like a coalesced event; the inbox absorbs duplicates.
-  Once, at start, the buckets are listed: what a previous serve stored but did not deliver (killed in between)
-  is delivered then;
+  writing thread); each is queued and delivered by the loop as one "Object Created" event to the functions of
+  the rules whose EventPatterns match it — under `inbox/` of the engine bucket → the inbox function, an object
+  of the engine bucket or of a trigger-event bucket → the trigger function; another bucket's object reaches none.
+  An object overwritten twice before the loop delivers it is delivered once (its last version), like a coalesced
+  event; the inbox absorbs duplicates. Once, at start, the engine and trigger-event buckets are listed: what a
+  previous serve stored but did not deliver (killed in between) is delivered then;
 - the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick (`tick_seconds`, 0.25 s) while a run is
   RUNNING (a job's exit, an object's arrival wake the loop at once), every `IDLE_WATCH_SECONDS` otherwise;
 - execution status change: each RUNNING run (known from the ledger's writes, not by listing every run) whose
-  execution ended is recorded — SUCCEEDED, or FAILED/ABORTED/TIMED_OUT → `engine.cleanup.reap` (the reap
-  Lambda), after failing the task tokens the execution waits on (moto notices a StopExecution only when the
+  execution ended is one "Execution Status Change" event to the reap function (the ReapRule's pattern matches
+  this stack's machines) — SUCCEEDED is recorded, FAILED/ABORTED/TIMED_OUT reaped, after failing the task tokens
+  the execution waits on (moto notices a StopExecution only when the
   waiting Task ends). Each run's end is said once.
 
 Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
