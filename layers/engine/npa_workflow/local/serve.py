@@ -68,9 +68,15 @@ from npa_workflow.engine import wiring
 from npa_workflow.engine.inbox import read_document
 from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
-from npa_workflow.local.embedded_stack import EmbeddedStack, StackSpec, deploy_stack, twin_deployment
+from npa_workflow.local.embedded_stack import (
+    S3_URI_BUCKET,
+    EmbeddedStack,
+    StackSpec,
+    config_buckets,
+    deploy_stack,
+    twin_deployment,
+)
 from npa_workflow.local.runtime import (
-    _S3_BUCKET,
     ENGINE_BUCKET,
     LEDGER_TABLE,
     REGION,
@@ -121,7 +127,7 @@ def _spec_buckets(config: Any) -> list[str]:
     if bucket and "{" not in bucket:
         found.append(bucket)
     for value in config.values():
-        found += _S3_BUCKET.findall(str(value))
+        found += S3_URI_BUCKET.findall(str(value))
     return found
 
 
@@ -253,7 +259,8 @@ class Serve:
         allowed (so `submit` of any spec file works) and the buckets the specs name as trigger-event buckets."""
         s3 = clients["s3"]
         buckets: list[str] = []
-        for bucket in [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
+        # resolved as `run` resolves them (a bucket that depends on the run id cannot be known before the run)
+        for bucket in dict.fromkeys(b for _, loaded in specs for b in config_buckets(loaded)):
             try:
                 create_bucket(s3, bucket)
             except ClientError as exc:
