@@ -339,7 +339,10 @@ class Serve:
                 for obj in page.get("Contents", []):
                     key, etag = obj["Key"], str(obj.get("ETag", ""))
                     if self._seen.get((bucket, key)) != etag:
-                        self._object_stored(bucket, key, etag, int(obj.get("Size", 0)))
+                        # an upload's run is keyed by its version (the listing has none): asked for inbox/ only
+                        version = (s3.head_object(Bucket=bucket, Key=key).get("VersionId")
+                                   if bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX) else None)
+                        self._object_stored(bucket, key, etag, int(obj.get("Size", 0)), version)
 
     def _object_events(self, s3: Any) -> None:
         """Each object stored since the last pass is one "Object Created" event on the bus: the rules whose
