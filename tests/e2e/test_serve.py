@@ -311,9 +311,11 @@ def test_fifty_uploads_at_once_start_fifty_runs_none_lost_none_doubled(stack: St
     s3 = aws_client("s3", stack.endpoint)
     keys = [f"inbox/burst-{i:02d}.yaml" for i in range(50)]
     with ThreadPoolExecutor(max_workers=10) as pool:
-        etags = list(pool.map(lambda k: s3.put_object(Bucket="npa-workflow-local", Key=k, Body=body)["ETag"], keys))
-    pairs = zip(keys, etags, strict=True)
-    expected = {run_id_for_object("npa-workflow-local", k, e.strip('"'), "burst") for k, e in pairs}
+        # the engine bucket is versioned, as deployed: each upload's run is keyed by its version
+        versions = list(pool.map(lambda k: s3.put_object(Bucket="npa-workflow-local", Key=k, Body=body)["VersionId"],
+                                 keys))
+    pairs = zip(keys, versions, strict=True)
+    expected = {run_id_for_object("npa-workflow-local", k, v, "burst") for k, v in pairs}
     assert len(expected) == 50
 
     def burst_runs() -> list[dict[str, Any]] | None:

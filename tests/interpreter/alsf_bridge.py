@@ -213,7 +213,9 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
     run_id = case["run_id"]
     variables = {str(k): str(v) for k, v in case.get("variables", {}).items()}
     loaded = load_spec(spec_path, catalog=case.get("catalog"), overrides=variables)
-    max_wait = int(opts.get("max_wait_seconds", 3600))
+    from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS
+
+    max_wait = int(opts.get("max_wait_seconds", DEFAULT_MAX_WAIT_SECONDS))  # `run`'s default: the cloud's
     # The machine the twin deploys for the same LocalRunOptions (local.runtime.LocalRuntime._deploy).
     compile_options = CompileOptions(
         max_wait_seconds=max_wait,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,9 @@ from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE
 ROLE_NAME = "npa-workflow-local"
 MACHINE_ARN_PREFIX = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:"
 LAMBDA_RUNTIME = "python3.11"  # the handlers run in this process, whatever the runtime says
-WATCH_RULE = "WatchSchedule"
+S3_URI_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
+# What `serve` resolves a spec's config with, before any run exists: a bucket named after it depends on the run.
+STAND_IN_RUN_ID = "npa-stand-in-run-id"
 
 # Each deliberate difference between the twin and the synthesized template: {what: why}. Nothing else may differ
 # (tests/infra/test_infra_twin_parity.py compares the two resource by resource; docs/local.md lists these).
@@ -122,6 +125,20 @@ def twin_deployment(*, max_wait_seconds: int | None = None, allow_ad_hoc: bool =
         executor=executor,
         heartbeat=heartbeat,
     )
+
+
+def config_buckets(loaded: Any, run_id: str = STAND_IN_RUN_ID) -> list[str]:
+    """The buckets a spec's config names once resolved for `run_id` (`config.bucket` and every `s3://` value), the
+    engine bucket left out: what `run` and `serve` create and take as trigger-event buckets. With the stand-in run
+    id (`serve`, before any run), a bucket that depends on the run is left out: it cannot be known yet."""
+    from npa_workflow.spec.config import resolve_config
+
+    run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, run_id, loaded.spec.run)
+    found = [str(run_ctx.config.get("bucket") or "").strip()]
+    for value in run_ctx.config.values():
+        found += S3_URI_BUCKET.findall(str(value))
+    return [b for b in dict.fromkeys(found) if b and b != LOCAL_BUCKET and STAND_IN_RUN_ID not in b
+            and "{" not in b]
 
 
 def function_name(slot: function_table.FunctionSlot) -> str:

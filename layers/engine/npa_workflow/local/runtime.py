@@ -82,6 +82,7 @@ from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.embedded_stack import (  # noqa: F401 - the twin's names, re-exported
     EmbeddedStack,
     StackSpec,
+    config_buckets,
     create_bucket,
     deploy_stack,
     twin_deployment,
@@ -98,7 +99,6 @@ from npa_workflow.render.code import CodeError, spec_code_root
 from npa_workflow.spec.buckets import FIX as BUCKET_FIX
 from npa_workflow.spec.buckets import bucket_name_problem
 from npa_workflow.spec.catalog import find_catalog
-from npa_workflow.spec.config import resolve_config
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 from npa_workflow.timestamps import utc_now
@@ -111,7 +111,6 @@ AWS_STATE_DIR = RUN_STATE_DIR
 PROGRESS_SECONDS = 0.5  # the live display's refresh
 DESCRIBE_SECONDS = 1.0  # the execution's status is read at least this often, told of its end or not
 WATCH_FAILURES_TOLERATED = 10  # consecutive failed watch events (each retried twice) before the run is stopped
-_S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/|$)")
 _active = threading.Lock()
 RESUME_NEEDS_RUN_ID = ("--resume needs the run to resume (fix: name it with --run-id RUN_ID; "
                        "`npa-workflow list` lists the runs kept here)")
@@ -639,14 +638,7 @@ class LocalRuntime:
 
     def _buckets(self, loaded: LoadedSpec) -> list[str]:
         """The engine bucket, `config.bucket`, and any other bucket an `s3://` value of the config names."""
-        run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, self.run_id, loaded.spec.run)
-        buckets = [LOCAL_BUCKET]
-        configured = str(run_ctx.config.get("bucket") or "").strip()
-        if configured:
-            buckets.append(configured)
-        for value in run_ctx.config.values():
-            buckets += _S3_BUCKET.findall(str(value))
-        return list(dict.fromkeys(buckets))
+        return [LOCAL_BUCKET, *config_buckets(loaded, self.run_id)]
 
     def _start(self, loaded: LoadedSpec, engine: Any, sfn: SfnExecutions, deployed: _Deployed, spec_text: str,
                catalog_text: str, variables: dict[str, str]) -> str:

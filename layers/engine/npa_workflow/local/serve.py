@@ -2,42 +2,40 @@
 
 What it starts (the embedded AWS of `embedded_aws`, entered as `local.runtime` enters it: `enter_embedded_aws`):
 
-- moto in server mode on 127.0.0.1 (`--port`, default a free one) with the engine bucket `npa-workflow-local`,
-  the bucket(s) each deployed spec's config names literally (a templated value, one holding `{`, is skipped), the
-  ledger table, every function of the function table (`protocol.functions`, handlers in this process), deployed
-  from the deployment model as the CDK app deploys them (`local.embedded_stack.deploy_stack`), and one state
-  machine per spec in the catalog's folder (`--catalog`, default `specs/tools.yaml`; a spec is a `*.yaml`/`*.yml`
-  file there whose document is a workflow spec: `protocol.stack.deployable_spec_files`), compiled with the inbox's
-  options so that the inbox's comparison picks the deployed machine;
-- the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
-  reads) and `catalog/machines.json` (spec name → machine name, which the inbox turns into an ARN with its
-  machine ARN prefix, as deployed); ad-hoc specs are allowed (the inbox creates a content-addressed machine for
-  them).
+- moto in server mode on 127.0.0.1 (`--port`, default a free one) with the stack `local.embedded_stack` deploys
+  from the CDK app's deployment model for every spec in the catalog's folder (`--catalog`, default
+  `specs/tools.yaml`: every other `*.yaml` there is a spec): the engine bucket `npa-workflow-local` (versioned,
+  EventBridge on), the bucket(s) each spec's config names (its trigger-event buckets), the ledger table, every
+  function (in-process handlers) with the stack's environment, one `<stack>_<spec>` machine per spec, compiled
+  as the stack compiles them, and the event rules;
+- the deployed specs' text at `catalog/specs/<name>.yaml`, the catalog at `catalog/tools.yaml` and the machine map
+  at `catalog/machines.json` (what the inbox reads); ad-hoc specs are allowed (as with `-c allowAdHocSpecs=true`:
+  the inbox creates a content-addressed machine for them).
 
 Then the event sources of the cloud stack are emulated by the event pump (`embedded_aws.event_pump`: AWS-shaped
 events, delivered to the deployed functions through the Lambda API, retried, failures written to
 `serve/lambda-failures.jsonl`), from what the embedded stack itself does (no bucket or run is listed per tick, so
 a serve that stored a thousand runs costs what a fresh one does):
 
-- S3 object arrival: the durable layer tells of every object the stack stores (`DurableAws.object_written`, on
-  the writing thread); each is queued and delivered by the loop as one "Object Created" event — to the inbox
-  function when it is under `inbox/` of the engine bucket, and to the trigger function for any object. An object
-  overwritten twice before the loop delivers it is delivered once (its last version), like a coalesced event;
-  the inbox absorbs duplicates. Once, at start, the buckets are listed: what a previous serve stored but did not
-  deliver (killed in between) is delivered then;
+- S3 object arrival: the durable layer hears every object the stack stores (`DurableAws.object_written`, on the
+  writing thread); each is queued and delivered by the loop as one "Object Created" event to the functions of
+  the rules whose EventPatterns match it — under `inbox/` of the engine bucket → the inbox function, an object
+  of the engine bucket or of a trigger-event bucket → the trigger function; another bucket's object reaches none.
+  An object overwritten twice before the loop delivers it is delivered once (its last version), like a coalesced
+  event; the inbox absorbs duplicates. Once, at start, the engine and trigger-event buckets are listed: what a
+  previous serve stored but did not deliver (killed in between) is delivered then;
 - the schedule: a "Scheduled Event" to the watch function every tick (`tick_seconds`, 0.25 s) while a run is
   RUNNING (a job's exit, an object's arrival wake the loop at once), every `IDLE_WATCH_SECONDS` otherwise;
-- execution status change: the runs the ledger's writes show RUNNING (the durable layer's item-write listener,
-  not a listing of every run) are followed, and each pass describes their executions; one that ended is sent to
-  the reap function as "Step Functions Execution Status Change" — SUCCEEDED (reap records the end), or
-  FAILED/ABORTED/TIMED_OUT after failing the task tokens the execution waits on (moto notices a StopExecution
-  only when the waiting Task ends); should reap fail every attempt, `engine.cleanup.reap` runs here. Each run's
-  end is said once.
+- execution status change: each RUNNING run (known from the ledger's writes, not by listing every run) whose
+  execution ended is one "Execution Status Change" event to the reap function (the ReapRule's pattern matches
+  this stack's machines) — SUCCEEDED is recorded, FAILED/ABORTED/TIMED_OUT reaped, after failing the task tokens
+  the execution waits on (moto notices a StopExecution only when the waiting Task ends). Each run's end is said
+  once.
 
 Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
 a checkout of that code under the local home (`local_jobs.code_checkout`), as a SkyPilot task starts in its
 `file_mounts` copy: a later edit of the folder does not reach it. A run staged without code (`--no-code`, a raw
-inbox upload) starts in the spec folder (the serve process changes into it).
+inbox upload with no code bundle beside it) starts in the spec folder (the serve process changes into it).
 The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`embedded_aws.durable_aws`),
 with the S3 event source's cursor: a serve restarted on the same home knows every run of the previous one and
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
@@ -74,9 +72,15 @@ from npa_workflow.embedded_aws.event_pump import EventPump
 from npa_workflow.engine.inbox import read_document
 from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
-from npa_workflow.local.embedded_stack import EmbeddedStack, StackSpec, deploy_stack, twin_deployment
+from npa_workflow.local.embedded_stack import (
+    S3_URI_BUCKET,
+    EmbeddedStack,
+    StackSpec,
+    config_buckets,
+    deploy_stack,
+    twin_deployment,
+)
 from npa_workflow.local.runtime import (
-    _S3_BUCKET,
     REGION,
     LocalRunError,
     create_bucket,
@@ -125,7 +129,7 @@ def _spec_buckets(config: Any) -> list[str]:
     if bucket and "{" not in bucket:
         found.append(bucket)
     for value in config.values():
-        found += _S3_BUCKET.findall(str(value))
+        found += S3_URI_BUCKET.findall(str(value))
     return found
 
 
@@ -259,7 +263,8 @@ class Serve:
         allowed (so `submit` of any spec file works) and the buckets the specs name as trigger-event buckets."""
         s3 = clients["s3"]
         buckets: list[str] = []
-        for bucket in [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
+        # resolved as `run` resolves them (a bucket that depends on the run id cannot be known before the run)
+        for bucket in dict.fromkeys(b for _, loaded in specs for b in config_buckets(loaded)):
             try:
                 create_bucket(s3, bucket)
             except ClientError as exc:
@@ -338,7 +343,10 @@ class Serve:
                 for obj in page.get("Contents", []):
                     key, etag = obj["Key"], str(obj.get("ETag", ""))
                     if self._seen.get((bucket, key)) != etag:
-                        self._object_stored(bucket, key, etag, int(obj.get("Size", 0)))
+                        # an upload's run is keyed by its version (the listing has none): asked for inbox/ only
+                        version = (s3.head_object(Bucket=bucket, Key=key).get("VersionId")
+                                   if bucket == LOCAL_BUCKET and key.startswith(INBOX_PREFIX) else None)
+                        self._object_stored(bucket, key, etag, int(obj.get("Size", 0)), version)
 
     def _object_events(self, s3: Any) -> None:
         """Each object stored since the last pass is one "Object Created" event on the bus: the rules whose

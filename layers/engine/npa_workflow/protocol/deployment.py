@@ -28,7 +28,6 @@ from typing import Any
 from npa_workflow.protocol import deployed_names
 from npa_workflow.protocol import environment as env
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.protocol.events import EXECUTION_STATUS_CHANGE, OBJECT_CREATED, S3_SOURCE, SFN_SOURCE
 
 # -- settings defaults (the CDK context's, infra/settings.py documents each key)
 DEFAULT_RETENTION_DAYS = 30
@@ -230,6 +229,8 @@ class Deployment:
     def event_rules(self, bucket: str, machine_arn_prefix: str) -> tuple[EventRule, ...]:
         """The rules that start functions on events (the schedule aside): `bucket` is the engine bucket's name,
         `machine_arn_prefix` the ARN prefix of this stack's machines (`…:stateMachine:<stack>_`)."""
+        from npa_workflow.protocol.events import EXECUTION_STATUS_CHANGE, SFN_SOURCE  # pydantic: not at CLI start
+
         rules = [
             EventRule("InboxRule", "inbox", "A spec was uploaded under inbox/: validate it and start its run",
                       object_created([bucket], {"prefix": INBOX_PREFIX})),
@@ -262,6 +263,8 @@ class Deployment:
 
 def object_created(buckets: list[str], key_filter: dict[str, str] | None = None) -> dict[str, Any]:
     """The EventPattern of S3 "Object Created" in `buckets` (under a key filter such as `{"prefix": "inbox/"}`)."""
+    from npa_workflow.protocol.events import OBJECT_CREATED, S3_SOURCE
+
     detail: dict[str, Any] = {"bucket": {"name": list(buckets)}}
     if key_filter is not None:
         detail["object"] = {"key": [dict(key_filter)]}
