@@ -418,8 +418,8 @@ def test_a_raw_upload_runs_the_code_bundle_uploaded_beside_it(stack: Stack, tmp_
     s3.put_object(Bucket="npa-workflow-local", Key="inbox/bundled.code.tar.gz", Body=packed.getvalue())
     spec = (b"apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: bundled}\n"
             b"states:\n  only: {run: {shell: 'bash steps/bundled.sh && pwd'}, terminal: true}\n")
-    etag = s3.put_object(Bucket="npa-workflow-local", Key="inbox/bundled.yaml", Body=spec)["ETag"]
-    run_id = run_id_for_object("npa-workflow-local", "inbox/bundled.yaml", etag.strip('"'), "bundled")
+    version = s3.put_object(Bucket="npa-workflow-local", Key="inbox/bundled.yaml", Body=spec)["VersionId"]
+    run_id = run_id_for_object("npa-workflow-local", "inbox/bundled.yaml", version, "bundled")  # versioned, as deployed
 
     def ended() -> dict[str, Any] | None:
         done = stack.cli("status", run_id, "--json")
