@@ -16,6 +16,9 @@ from typing import Any
 
 from npa_workflow.local.runtime import LocalRunOptions, run_local
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from deadlines import deadline as scaled  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
 REPORT_KEYS = {"run_id", "workflow", "status", "error", "waves", "decisions", "watermarks", "execution_arn",
@@ -129,7 +132,8 @@ def free_port() -> int:
 def cli(*args: str, home: Path, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NPA_WORKFLOW_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL", None)
-    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=scaled(timeout))
 
 
 def start_cli(*args: str, home: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
@@ -143,7 +147,7 @@ def stop_process(proc: subprocess.Popen[Any], grace: float = 30) -> None:
     """SIGTERM (a serve or run cancels its jobs and exits), then SIGKILL past `grace` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=grace)
+        proc.wait(timeout=scaled(grace))
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -157,6 +161,9 @@ def aws_client(service: str, endpoint: str) -> Any:
 
 
 def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0.2) -> Any:
+    """Polls `predicate` until it is truthy; `timeout` is what the work needs on the idle reference machine,
+    scaled to this one (tests/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -167,4 +174,4 @@ def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0
         except Exception as exc:  # noqa: BLE001 - the server may not be up yet
             last = exc
         time.sleep(interval)
-    raise AssertionError(f"{message} (not within {timeout}s; last error: {last})")
+    raise AssertionError(f"{message} (not within {timeout:.0f} s; last error: {last})")
