@@ -135,9 +135,10 @@ def child(args: argparse.Namespace) -> None:
 
     logging.disable(logging.WARNING)  # the client logs each retry of the outage
     from functions.watch.handler import handler
+    from npa_workflow import wiring
     from npa_workflow.embedded_aws.moto_lambda import LambdaContext
     from npa_workflow.embedded_aws.moto_speedups import moto_speedups
-    from npa_workflow.engine import watch, wiring
+    from npa_workflow.engine import watch
 
     double_mod = load_double()
     with mock_aws(), moto_speedups(), double_mod.SkyPilotDouble() as double:

@@ -1,4 +1,4 @@
-"""What one wave costs in Step Functions terms, whatever its job's length (ARCHITECTURE.md, decision 3).
+"""What one wave costs in Step Functions terms, whatever its job's length (no poll loop inside an execution).
 
 Runs a one-wave spec locally three times, its job sleeping 1 s, 30 s and 120 s (`--quick`: 1, 3 and 6 s),
 and prints the execution's state transitions (billed: $0.025 per 1,000) and history events (limit 25,000)

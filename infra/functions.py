@@ -34,7 +34,6 @@ from infra.layer_lock import (  # noqa: F401 - NOT_IN_LAYER re-exported
     read_lock,
 )
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.protocol.functions import FunctionSlot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAYER_SOURCE = REPO_ROOT / "layers" / "engine"
@@ -52,11 +51,6 @@ POWERTOOLS_METRICS_NAMESPACE = "npa-workflow"
 # No pydantic plugins are used: this skips pydantic's entry-point scan of every installed distribution,
 # which the first model build would otherwise pay at each cold start (bench/handler_import.py).
 PYDANTIC_PLUGINS_OFF = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
-
-
-# One Lambda function per row of the function table (handler path, timeout, memory: protocol.functions).
-HANDLERS: tuple[FunctionSlot, ...] = function_table.FUNCTIONS
-HANDLER_NAMES = function_table.NAMES
 
 
 def handler_string(name: str) -> str:
@@ -257,7 +251,7 @@ class EngineFunctions(Construct):
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
         retention = log_retention(retention_days)
-        for spec in HANDLERS:
+        for spec in function_table.FUNCTIONS:  # one Lambda function per row (handler path, timeout, memory)
             log_group = logs.LogGroup(
                 self, f"{spec.name.title()}Logs", retention=retention, removal_policy=RemovalPolicy.DESTROY
             )

@@ -36,28 +36,19 @@ from npa_workflow.compile.asl import CompileOptions
 from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol import stack as outputs
+from npa_workflow.protocol.deployed_names import LOG_GROUP_PREFIX
 from npa_workflow.protocol.stack import stack_resources_problem
 
 SPECS_DIR = REPO_ROOT / "specs"
 TOOLS_FILE_NAME = "tools.yaml"
-# The inbox compiles each upload to compare it with the deployed machine (npa_workflow.engine.inbox): it must use
-# the options the machines were compiled with. It takes HeartbeatSeconds, the per-wave deadline and the watch
-# interval (trigger bounds) from these variables; every other option is the compiler's default unless a run request
-# sets it, so `compile_options` may change nothing else.
-HEARTBEAT_ENV = environment.HEARTBEAT_SECONDS
-MAX_WAIT_ENV = environment.MAX_WAIT_SECONDS
-WATCH_INTERVAL_ENV = environment.WATCH_INTERVAL_SECONDS
-# How the inbox turns a machine name of catalog/machines.json into its ARN.
-MACHINE_ARN_PREFIX_ENV = environment.MACHINE_ARN_PREFIX
-# The JSON secret of step secrets (`secretEnv`), read by the launch function (npa_workflow.engine.wiring).
-STEP_SECRETS_ENV = environment.STEP_SECRETS_ARN
 
 
 def compile_options(settings: EngineSettings) -> CompileOptions:
     """Heartbeats ride on the watch tick: keep `HeartbeatSeconds` at three ticks or more. The per-wave deadline is
     the stack's `maxWaitSeconds`. A trigger on a data bucket is polled once per watch tick, so its Task's bound is
     `maxPolls` × the longer of `pollSeconds` and the tick (issue 11 item 17: `maxPolls` × `pollSeconds` alone gave the
-    example two polls in the cloud). Nothing else differs from the compiler's defaults (see HEARTBEAT_ENV)."""
+    example two polls in the cloud). Nothing else differs from the compiler's defaults (the inbox's variables,
+    below)."""
     default = CompileOptions()
     tick = 60 * settings.watch_interval_minutes
     return CompileOptions(
@@ -155,8 +146,8 @@ class NpaWorkflowStack(Stack):
         for name in SECRET_READERS:
             functions[name].add_environment(environment.SKYPILOT_TOKEN_SECRET_ARN, self.secret.secret_arn)
         if self.step_secrets is not None:
-            for name in STEP_SECRET_READERS:
-                functions[name].add_environment(STEP_SECRETS_ENV, self.step_secrets.secret_arn)
+            for name in STEP_SECRET_READERS:  # the JSON secret of step secrets (`secretEnv`): npa_workflow.wiring
+                functions[name].add_environment(environment.STEP_SECRETS_ARN, self.step_secrets.secret_arn)
 
         self.workflows = WorkflowMachines(
             self,
@@ -167,13 +158,18 @@ class NpaWorkflowStack(Stack):
             retention_days=settings.retention_days,
         )
         inbox = functions["inbox"]
-        inbox.add_environment(MACHINE_ARN_PREFIX_ENV, machine_arn(self, ""))
+        # The inbox compiles each upload to compare it with the deployed machine (npa_workflow.engine.inbox): it must
+        # use the options the machines were compiled with. It takes HeartbeatSeconds, the per-wave deadline and the
+        # watch interval (trigger bounds) from these variables; every other option is the compiler's default unless a
+        # run request sets it, so `compile_options` may change nothing else. The ARN prefix: how the inbox turns a
+        # machine name of catalog/machines.json into its ARN.
+        inbox.add_environment(environment.MACHINE_ARN_PREFIX, machine_arn(self, ""))
         inbox.add_environment(environment.ALLOW_AD_HOC, "true" if settings.allow_ad_hoc_specs else "false")
-        inbox.add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
+        inbox.add_environment(environment.HEARTBEAT_SECONDS, str(self.compile_options.heartbeat_seconds))
         # The watch heartbeats a token every 40 % of the compiled HeartbeatSeconds, not every tick.
-        functions["watch"].add_environment(HEARTBEAT_ENV, str(self.compile_options.heartbeat_seconds))
-        inbox.add_environment(MAX_WAIT_ENV, str(self.compile_options.max_wait_seconds))
-        inbox.add_environment(WATCH_INTERVAL_ENV, str(self.compile_options.watch_interval_seconds))
+        functions["watch"].add_environment(environment.HEARTBEAT_SECONDS, str(self.compile_options.heartbeat_seconds))
+        inbox.add_environment(environment.MAX_WAIT_SECONDS, str(self.compile_options.max_wait_seconds))
+        inbox.add_environment(environment.WATCH_INTERVAL_SECONDS, str(self.compile_options.watch_interval_seconds))
         self.catalog = CatalogPublication(
             self,
             "Catalog",
@@ -271,7 +267,7 @@ class NpaWorkflowStack(Stack):
         log_group = logs.LogGroup(
             self,
             "AdHocMachineLogs",
-            log_group_name=f"/aws/vendedlogs/states/{prefix}machines",
+            log_group_name=f"{LOG_GROUP_PREFIX}{prefix}machines",
             retention=log_retention(self.settings.retention_days),
             removal_policy=RemovalPolicy.DESTROY,
         )

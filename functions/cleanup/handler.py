@@ -9,8 +9,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.engine.cleanup import cleanup
-from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.protocol.payloads import CleanupResult, CleanupTask
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-cleanup")
 

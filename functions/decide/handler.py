@@ -7,8 +7,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.protocol.payloads import DecideResult, DecideTask
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-decide")
 

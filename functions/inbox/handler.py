@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.adapters.lambda_metrics import count
 from npa_workflow.engine.inbox import INBOX_PREFIX, InboxSettings, handle_object
-from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.protocol.events import S3ObjectCreated
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-inbox")
 metrics = Metrics(namespace="npa-workflow", service="inbox")

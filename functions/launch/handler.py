@@ -11,9 +11,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.engine import budget
-from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.protocol.functions import LAUNCH_MARGIN_SECONDS
 from npa_workflow.protocol.payloads import WaveTask
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-launch")
 

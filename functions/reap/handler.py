@@ -13,9 +13,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.adapters.lambda_metrics import count
 from npa_workflow.engine.cleanup import reap, record_success
-from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.ledger import RunStatus
 from npa_workflow.protocol.events import ExecutionStatusChange, ExecutionStatusDetail
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-reap")
 metrics = Metrics(namespace="npa-workflow", service="reap")

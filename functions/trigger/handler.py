@@ -12,9 +12,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.engine.watermarks import on_object_created
-from npa_workflow.engine.wiring import engine_from_environment
 from npa_workflow.protocol.events import S3ObjectCreated, is_object_created
 from npa_workflow.protocol.payloads import WaveTask
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-trigger")
 

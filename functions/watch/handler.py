@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from npa_workflow.adapters.lambda_metrics import count
 from npa_workflow.engine.watch import watch_pass
-from npa_workflow.engine.wiring import engine_from_environment
+from npa_workflow.wiring import engine_from_environment
 
 logger = Logger(service="npa-workflow-watch")
 metrics = Metrics(namespace="npa-workflow", service="watch")

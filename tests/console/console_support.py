@@ -18,10 +18,10 @@ from deadlines import deadline as scaled  # noqa: E402
 
 from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, DurableAws
 from npa_workflow.ledger import RunRecord, WaveAttempt, WaveStatus
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
-LEDGER_TABLE = "npa-workflow-ledger"
 ARTIFACTS = Path(os.environ.get("NPA_CONSOLE_ARTIFACTS", REPO / "tests" / "console" / "artifacts"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -56,7 +56,7 @@ class LocalRunWriter:
 
     def put(self, item: dict[str, Any]) -> None:
         key = {"pk": item["pk"], "sk": item["sk"]}
-        self.durable.record_item(LEDGER_TABLE, key, item)
+        self.durable.record_item(LOCAL_LEDGER_TABLE, key, item)
 
     def wave(self, wave_key: str, status: WaveStatus, attempt: int = 1, **fields: Any) -> None:
         """A wave attempt: `train|refine=2` is state train in round 2 of loop refine (the ledger's wave key)."""

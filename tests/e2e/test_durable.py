@@ -32,7 +32,7 @@ from e2e_support import (  # noqa: E402
 from held_handler import held_cli  # noqa: E402
 
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -142,7 +142,7 @@ def test_an_interrupted_run_resumes_with_its_outputs_in_place(tmp_path: Path, si
         if moment in HELD:
             reached = marker.exists
         else:
-            ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", endpoint))
+            ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", endpoint))
             reached = lambda: _wave_running(ledger, run_id, "train")  # noqa: E731
         wait_until(lambda: proc.poll() is not None or reached(), 60, f"the run never reached {moment}",
                    interval=0.05)

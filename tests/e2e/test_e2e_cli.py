@@ -29,7 +29,7 @@ from e2e_support import (  # noqa: E402
 )
 
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ def test_a_trigger_waits_until_the_objects_land_and_records_the_watermark(tmp_pa
     proc = start_cli("run", str(SPECS / "trigger.yaml"), "--run-id", run_id, "--local-port", str(port), "--json",
                      home=tmp_path / "home", cwd=tmp_path)
     try:
-        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", endpoint))
+        ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", endpoint))
         s3 = aws_client("s3", endpoint)
         landing = f"trigger/{run_id}/landing/"
         wait_until(lambda: ledger.watermark(run_id, "ingest"), 60, "the trigger never started waiting")
@@ -99,7 +99,7 @@ def test_a_killed_run_resumes_without_rerunning_its_succeeded_waves(tmp_path: Pa
     home, port, run_id = tmp_path / "home", free_port(), "resume-e2e"
     proc = start_cli("run", str(spec), "--run-id", run_id, "--local-port", str(port), "--json", home=home, cwd=ws)
     try:
-        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", f"http://127.0.0.1:{port}"))
+        ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", f"http://127.0.0.1:{port}"))
 
         def b_running() -> bool:
             waves = {w.state: w for w in ledger.attempts(run_id)}

@@ -19,11 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deadlines import deadline as scaled  # noqa: E402
 from e2e_support import group_alive  # noqa: E402
 
+from npa_workflow import wiring  # noqa: E402
 from npa_workflow.embedded_aws.moto_lambda import LambdaContext  # noqa: E402
-from npa_workflow.engine import wiring  # noqa: E402
 from npa_workflow.engine.ports import JobRequest  # noqa: E402
 from npa_workflow.ledger import RunRecord, RunStatus, Watermark, WaveStatus  # noqa: E402
 from npa_workflow.plan.model import PlanStep  # noqa: E402
+from npa_workflow.protocol import environment  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 BUCKET = "engine-bucket"
@@ -38,8 +39,8 @@ def context(name: str) -> LambdaContext:
 @pytest.fixture
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           wiring.LEDGER_TABLE_ENV: "ledger", wiring.BUCKET_ENV: BUCKET, wiring.EXECUTOR_ENV: "local",
-           wiring.LOCAL_STATE_DIR_ENV: str(tmp_path / "state"), "POWERTOOLS_METRICS_DISABLED": "true"}
+           environment.LEDGER_TABLE: "ledger", environment.BUCKET: BUCKET, environment.EXECUTOR: "local",
+           environment.LOCAL_STATE_DIR: str(tmp_path / "state"), "POWERTOOLS_METRICS_DISABLED": "true"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -68,7 +69,7 @@ def test_reap_cancels_the_jobs_of_an_execution_that_ended(engine: object, tmp_pa
     engine.ledger.begin_attempt(run_id, "work", state="work", attempt=1, task_token="tok")
     submission = engine.executor.submit(JobRequest(
         name="reap-run-01-work", step=step("work", [sys.executable, "-c", "import time; time.sleep(60)"]),
-        task_yaml="", env={}, workdir=tmp_path))
+        env={}, workdir=tmp_path))
     engine.ledger.record_submission(run_id, "work", 1, job_id=submission.job_id)
     pgid = json.loads((tmp_path / "state" / "jobs" / f"{submission.job_id}.json").read_text())["pgid"]
     assert group_alive(pgid)
@@ -129,7 +130,7 @@ def test_the_watch_handler_observes_a_finished_job_and_records_it(engine: object
     run_id = "watch-run"
     engine.ledger.begin_attempt(run_id, "quick", state="quick", attempt=1)
     submission = engine.executor.submit(JobRequest(
-        name="watch-run-01-quick", step=step("quick", [sys.executable, "-c", "pass"]), task_yaml="", env={},
+        name="watch-run-01-quick", step=step("quick", [sys.executable, "-c", "pass"]), env={},
         workdir=tmp_path))
     engine.ledger.record_submission(run_id, "quick", 1, job_id=submission.job_id)
     deadline = time.monotonic() + scaled(20)
@@ -147,16 +148,16 @@ def test_the_watch_handler_observes_a_finished_job_and_records_it(engine: object
 def test_the_skypilot_executor_is_built_on_first_use_and_needs_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     from npa_workflow.adapters.skypilot_api import SkyPilotError
 
-    monkeypatch.setenv(wiring.LEDGER_TABLE_ENV, "t")
-    monkeypatch.setenv(wiring.BUCKET_ENV, "b")
-    monkeypatch.setenv(wiring.EXECUTOR_ENV, "skypilot")
+    monkeypatch.setenv(environment.LEDGER_TABLE, "t")
+    monkeypatch.setenv(environment.BUCKET, "b")
+    monkeypatch.setenv(environment.EXECUTOR, "skypilot")
     monkeypatch.delenv("SKYPILOT_API_SERVER_ENDPOINT", raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     wiring.clear_cache()
     engine = wiring.engine_from_environment()  # decide/trigger/inbox never touch the executor
     with pytest.raises(SkyPilotError, match="SKYPILOT_API_SERVER_ENDPOINT is not set"):
         engine.executor.find_by_name("job")
-    monkeypatch.delenv(wiring.BUCKET_ENV)
+    monkeypatch.delenv(environment.BUCKET)
     with pytest.raises(wiring.WiringError, match="NPA_WORKFLOW_BUCKET"):
         wiring.engine_from_environment()
 

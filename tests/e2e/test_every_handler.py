@@ -17,9 +17,9 @@ from e2e_support import CLI, aws_client, wait_until, workspace, write_spec  # no
 
 from npa_workflow.embedded_aws import moto_lambda  # noqa: E402
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
 from npa_workflow.local.serve import Serve, ServeOptions  # noqa: E402
 from npa_workflow.protocol import functions as function_table  # noqa: E402
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -84,7 +84,7 @@ def test_serve_invokes_every_handler_of_the_function_table(tmp_path: Path) -> No
         for spec in (flow, fails):
             done = subprocess.run([*CLI, "submit", str(spec)], env=env, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
-        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", url))
+        ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", url))
 
         def ended() -> dict[str, str] | None:
             runs = {r.workflow: r.status.value for r in ledger.list_runs(limit=10)}

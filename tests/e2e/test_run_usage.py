@@ -30,7 +30,7 @@ from e2e_support import (  # noqa: E402
 
 from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, held_elsewhere  # noqa: E402
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.runtime import LEDGER_TABLE  # noqa: E402
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -138,7 +138,7 @@ def test_a_waiting_trigger_says_once_where_objects_must_land_and_how(tmp_path: P
     proc = start_cli("run", str(SPECS / "trigger.yaml"), "--run-id", run_id, "--local-port", str(port),
                      home=tmp_path / "home", cwd=tmp_path)  # stdout is a pipe: plain lines
     try:
-        ledger = DynamoLedger(LEDGER_TABLE, aws_client("dynamodb", endpoint))
+        ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", endpoint))
         wait_until(lambda: ledger.watermark(run_id, "ingest"), 60, "the trigger never started waiting")
         s3 = aws_client("s3", endpoint)
         s3.put_object(Bucket="npa-workflow-local", Key=f"trigger/{run_id}/landing/a.csv", Body=b"a,1\n")

@@ -139,7 +139,7 @@ def test_a_broken_spec_is_rejected_with_path_precise_errors_and_starts_nothing(s
 
 def test_the_same_object_event_three_times_starts_one_execution(stack: Stack, tmp_path: Path) -> None:
     from npa_workflow.engine.inbox import InboxSettings, handle_object
-    from npa_workflow.engine.wiring import engine_from_environment
+    from npa_workflow.wiring import engine_from_environment
 
     body = spec_file(tmp_path, "dup-event", """\
         config: {bucket: npa-workflow-examples, prefix: "dup/{{run.id}}"}
@@ -361,3 +361,51 @@ def test_a_step_runs_the_code_submit_staged_not_the_folders_later_code(stack: St
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines()[0] == "as submitted"
     assert shown.stdout.splitlines()[1].startswith(str(stack.home / "code"))  # the checkout of code/<digest>/
+
+
+def test_a_failed_run_resumed_with_restage_runs_its_fixed_code_and_says_so(stack: Stack, tmp_path: Path) -> None:
+    folder = tmp_path / "fix-ws"
+    (folder / "steps").mkdir(parents=True)
+    (folder / "steps" / "first.sh").write_text("echo first v1\n")
+    (folder / "steps" / "check.sh").write_text("echo check v1; exit 3\n")
+    spec = folder / "restage-serve.yaml"
+    spec.write_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: restage-serve}\n"
+                    "initial: first\nstates:\n  first: {run: {shell: 'bash steps/first.sh'}, next: check}\n"
+                    "  check: {run: {shell: 'bash steps/check.sh'}, terminal: true}\n")
+    done = stack.cli("submit", str(spec), "--wait", "--json")
+    assert done.returncode == 1, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    (folder / "steps" / "check.sh").write_text("echo check v2\n")  # the fix, in the folder
+    (folder / "steps" / "first.sh").write_text("echo first v2\n")
+
+    def ended() -> dict[str, Any] | None:
+        report = stack.json("status", run_id)
+        return report if report["status"] != "RUNNING" else None
+
+    def log_of(report: dict[str, Any], state: str) -> str:
+        wave = [w for w in report["waves"] if w["state"] == state][-1]
+        return (stack.home / "jobs" / f"{wave['job_id']}.log").read_text()
+
+    # A plain resume re-runs the code the run froze: the folder's fix is not seen.
+    assert not stack.json("resume", run_id)["redriven"]
+    again = wait_until(ended, 60, "the resumed run did not end", interval=0.5)
+    assert again["status"] == "FAILED" and "check v1" in log_of(again, "check") and again["notices"] == []
+    resumed = stack.cli("resume", run_id, "--restage", str(spec))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"code {folder.resolve()} -> s3://" in resumed.stderr
+    assert "3 file(s) uploaded" in resumed.stderr  # the spec and its two steps
+    assert f"{run_id}: resumed (new execution {run_id}-r3; step code " in resumed.stdout
+    report = wait_until(ended, 60, "the re-staged run did not end", interval=0.5)
+    assert report["status"] == "SUCCEEDED", report["error"]
+    assert log_of(report, "check").strip() == "check v2"  # the fixed code ran
+    firsts = [w for w in report["waves"] if w["state"] == "first"]
+    assert len(firsts) == 1 and log_of(report, "first").strip() == "first v1"  # replayed, not run in the new code
+    [notice] = report["notices"]
+    assert notice.startswith("step code re-staged at ") and "waves launched after it run the new code" in notice
+    from npa_workflow.stack_client import StackClient
+
+    [change] = StackClient.local(stack.endpoint).run(run_id).code_changes  # on the RUN item, durably
+    assert change["from"] and change["to"] != change["from"] and change["uri"].endswith(f"/code/{change['to']}/")
+    assert f"{change['from'][:12]} -> {change['to'][:12]}" in notice
+    unchanged = stack.cli("resume", run_id, "--restage", str(spec))  # nothing to resume: it SUCCEEDED
+    assert unchanged.returncode == 1 and "SUCCEEDED: nothing to resume" in unchanged.stderr

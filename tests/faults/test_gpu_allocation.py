@@ -186,7 +186,7 @@ def test_more_devices_than_the_machine_has_is_a_configuration_error(gpu_box: Pat
     step = plan_step([PY, "-c", "pass"], state="train")
     step = type(step)(**{**step.__dict__, "resources": "big", "resources_profile": {"accelerators": "H100:4"}})
     with pytest.raises(SubmitError) as caught:
-        LocalJobExecutor(ex).submit(JobRequest(name="r.train.a1", step=step, task_yaml="", env={}))
+        LocalJobExecutor(ex).submit(JobRequest(name="r.train.a1", step=step, env={}))
     assert caught.value.category == "configuration"
     assert "'train' asks for 4 GPU(s)" in str(caught.value) and "this machine has 2" in str(caught.value)
 
@@ -200,10 +200,10 @@ def test_without_gpus_the_run_says_once_that_accelerators_are_not_enforced(
     ids = []
     for attempt in (1, 2):  # a new executor per launch, as the launch Lambda builds one per call
         jobs = LocalJobExecutor(tmp_path / "state")
-        ids.append(jobs.submit(JobRequest(name=f"r1.work.a{attempt}", step=step, task_yaml="",
+        ids.append(jobs.submit(JobRequest(name=f"r1.work.a{attempt}", step=step,
                                           env={"NPA_WORKFLOW_RUN_ID": "r1"})).job_id)
     assert capsys.readouterr().err.count(UNENFORCED_NOTICE) == 1
-    LocalJobExecutor(tmp_path / "state").submit(JobRequest(name="r2.work.a1", step=step, task_yaml="",
+    LocalJobExecutor(tmp_path / "state").submit(JobRequest(name="r2.work.a1", step=step,
                                                            env={"NPA_WORKFLOW_RUN_ID": "r2"}))
     assert capsys.readouterr().err.count(UNENFORCED_NOTICE) == 1  # the next run says it again, once
     ex = LocalExecutor(tmp_path / "state")

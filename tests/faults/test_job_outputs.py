@@ -48,7 +48,7 @@ def test_a_job_sees_the_allow_list_not_the_whole_environment(tmp_path: Path, mon
     jobs = LocalJobExecutor(tmp_path / "state", cancel_grace_seconds=0.5)
     out = tmp_path / "env.json"
     code = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
-    request = JobRequest(name="env", step=plan_step([PY, "-c", code]), task_yaml="",
+    request = JobRequest(name="env", step=plan_step([PY, "-c", code]),
                          env={"FROM_SPEC": "spec-value"})
     job_id = jobs.submit(request).job_id
     wait_terminal(jobs.local, job_id)
@@ -67,7 +67,7 @@ def test_a_secret_printed_by_a_failing_step_is_redacted_in_every_encoding(tmp_pa
             " urllib.parse.quote(v, safe=''), json.dumps(v)[1:-1], v.encode().hex()): print('token:', f)\n"
             "sys.exit(3)")
     jobs = LocalJobExecutor(tmp_path / "state", cancel_grace_seconds=0.5)
-    request = JobRequest(name="leaky", step=plan_step([PY, "-c", code]), task_yaml="", env={},
+    request = JobRequest(name="leaky", step=plan_step([PY, "-c", code]), env={},
                          secret_names=("CANARY_TOKEN",))
     job_id = jobs.submit(request).job_id
     wait_terminal(jobs.local, job_id)
@@ -86,7 +86,7 @@ def test_a_secret_printed_by_a_failing_step_is_redacted_in_every_encoding(tmp_pa
 def test_a_secret_too_short_to_redact_is_refused_at_submit(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TINY", "ab")
     jobs = LocalJobExecutor(tmp_path / "state")
-    request = JobRequest(name="tiny", step=plan_step([PY, "-c", "pass"]), task_yaml="", env={}, secret_names=("TINY",))
+    request = JobRequest(name="tiny", step=plan_step([PY, "-c", "pass"]), env={}, secret_names=("TINY",))
     with pytest.raises(Exception, match="TINY shorter than"):
         jobs.submit(request)
 

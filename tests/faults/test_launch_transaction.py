@@ -55,7 +55,7 @@ def _launch_and_die(state: Path, counter: Path, kill_at: int, when: str) -> int:
 
 def _request(counter: Path) -> JobRequest:
     step = plan_step([PY, "-c", JOB.format(counter=str(counter))])
-    return JobRequest(name="run1.work.a1", step=step, task_yaml="", env={})
+    return JobRequest(name="run1.work.a1", step=step, env={})
 
 
 @pytest.mark.parametrize(("kill_at", "when"), [(1, "before"), (1, "after"), (2, "before"), (2, "after")])

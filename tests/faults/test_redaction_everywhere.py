@@ -67,7 +67,7 @@ def _printer(tmp_path: Path) -> Path:
 def test_the_job_log_on_disk_never_holds_the_secret(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TOKEN", SECRET)
     jobs = LocalJobExecutor(tmp_path / "state", cancel_grace_seconds=0.5)
-    request = JobRequest(name="leak", step=plan_step([PY, str(_printer(tmp_path))]), task_yaml="", env={},
+    request = JobRequest(name="leak", step=plan_step([PY, str(_printer(tmp_path))]), env={},
                          secret_names=("TOKEN",))
     job_id = jobs.submit(request).job_id
     info = wait_terminal(jobs.local, job_id, timeout=30)
@@ -82,7 +82,7 @@ def test_the_job_log_on_disk_never_holds_the_secret(tmp_path: Path, monkeypatch)
 @pytest.mark.timeout(60)
 def test_a_job_without_secrets_writes_its_log_directly(tmp_path: Path) -> None:
     jobs = LocalJobExecutor(tmp_path / "state", cancel_grace_seconds=0.5)
-    job_id = jobs.submit(JobRequest(name="plain", step=plan_step([PY, "-c", "print('hello')"]), task_yaml="",
+    job_id = jobs.submit(JobRequest(name="plain", step=plan_step([PY, "-c", "print('hello')"]),
                                     env={})).job_id
     info = wait_terminal(jobs.local, job_id)
     assert Path(info.log_path).read_text() == "hello\n"

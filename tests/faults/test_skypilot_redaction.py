@@ -14,7 +14,7 @@ from npa_workflow.adapters.secrets import EnvironmentSecrets, SecretsManagerSecr
 from npa_workflow.adapters.skypilot_api import SkyPilotApi
 from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
 from npa_workflow.engine.ports import JobRequest, SubmitError, TrackedJob
-from npa_workflow.render.skypilot import render_batch
+from npa_workflow.render.skypilot import launch_job
 
 from .conftest import plan_step
 
@@ -38,9 +38,9 @@ def test_a_launch_failure_quoting_the_secret_is_redacted() -> None:
         api = SkyPilotApi(double.endpoint, retry_deadline=2.0, poll_interval=0.05, poll_interval_max=0.1)
         executor = SkyPilotExecutor(api, EnvironmentSecrets({"HF_TOKEN": SECRET}), confirm_poll_seconds=0.05)
         step = plan_step(["python", "train.py"], state="train")
-        doc = render_batch([step], name="r1-train", workflow="w", run_id="r1", fence_sequence=1, attempt=1,
-                           secret_names=("HF_TOKEN",))
-        submission = executor.submit(JobRequest(name="r1-train", step=step, task_yaml=doc, env={},
+        doc = launch_job(step, name="r1-train", workflow="w", run_id="r1", loops={}, fence_sequence=1, attempt=1,
+                         secret_names=("HF_TOKEN",))
+        submission = executor.submit(JobRequest(name="r1-train", step=step, document=doc, env={},
                                                 secret_names=("HF_TOKEN",)))
         observation = executor.observe([TrackedJob("k", None, submission.request_id)])["k"]
         assert observation.outcome not in ("pending", "running", "succeeded")
@@ -66,10 +66,10 @@ def test_an_unavailable_servers_reason_quoting_the_secret_is_redacted() -> None:
         api = SkyPilotApi(double.endpoint, retry_deadline=0.3, backoff_initial=0.05, backoff_max=0.1)
         executor = SkyPilotExecutor(api, EnvironmentSecrets({"HF_TOKEN": SECRET}), confirm_poll_seconds=0.05)
         step = plan_step(["python", "train.py"], state="train")
-        doc = render_batch([step], name="r1-train", workflow="w", run_id="r1", fence_sequence=1, attempt=1,
-                           secret_names=("HF_TOKEN",))
+        doc = launch_job(step, name="r1-train", workflow="w", run_id="r1", loops={}, fence_sequence=1, attempt=1,
+                         secret_names=("HF_TOKEN",))
         with pytest.raises(SubmitError) as caught:
-            executor.submit(JobRequest(name="r1-train", step=step, task_yaml=doc, env={},
+            executor.submit(JobRequest(name="r1-train", step=step, document=doc, env={},
                                        secret_names=("HF_TOKEN",)))
     assert "503" in str(caught.value)
     assert SECRET not in str(caught.value) and "[redacted:HF_TOKEN]" in str(caught.value)

@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 from npa_workflow.embedded_aws.moto_server import start_moto_server
-from npa_workflow.local.runtime import ENGINE_BUCKET
+from npa_workflow.protocol.stack import LOCAL_BUCKET
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,7 +29,7 @@ def stack() -> Iterator[tuple[str, object]]:
     with start_moto_server() as server:
         s3 = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
-        s3.create_bucket(Bucket=ENGINE_BUCKET)
+        s3.create_bucket(Bucket=LOCAL_BUCKET)
         yield server.endpoint_url, s3
 
 
@@ -38,11 +38,11 @@ def empty_bucket(stack) -> Iterator[None]:
     yield
     _, s3 = stack
     for key in keys(s3):
-        s3.delete_object(Bucket=ENGINE_BUCKET, Key=key)
+        s3.delete_object(Bucket=LOCAL_BUCKET, Key=key)
 
 
 def keys(s3) -> list[str]:
-    return [o["Key"] for o in s3.list_objects_v2(Bucket=ENGINE_BUCKET).get("Contents", [])]
+    return [o["Key"] for o in s3.list_objects_v2(Bucket=LOCAL_BUCKET).get("Contents", [])]
 
 
 def submit(endpoint: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -130,7 +130,7 @@ def test_a_spec_the_inbox_would_refuse_is_refused_before_staging(stack, tmp_path
 def test_validation_before_staging_uses_the_stacks_catalog(stack, tmp_path):
     """A toolRef the deployed catalog has passes, although no catalog lies beside the spec."""
     endpoint, s3 = stack
-    s3.put_object(Bucket=ENGINE_BUCKET, Key="catalog/tools.yaml",
+    s3.put_object(Bucket=LOCAL_BUCKET, Key="catalog/tools.yaml",
                   Body=b"apiVersion: npa.workflow.tools/v1\ntools:\n  demo.step: {argv: [echo, hi]}\n")
     spec = layout(tmp_path, "states:\n  a: {toolRef: demo.step, terminal: true}\n")
     done = submit(endpoint, str(spec), cwd=tmp_path)

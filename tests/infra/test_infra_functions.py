@@ -12,7 +12,6 @@ from infra_support import ENDPOINT, SECRET_ARN, Synth
 
 import infra.functions as functions_module
 from infra.functions import (
-    HANDLER_NAMES,
     LAYER_PYTHON_VERSION,
     RUNTIME,
     layer_requirements,
@@ -20,6 +19,7 @@ from infra.functions import (
     project_layer_requirements,
     stage_handlers,
 )
+from npa_workflow.protocol import functions as function_table
 
 EXPECTED_HANDLERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
 
@@ -41,7 +41,7 @@ def test_runtime_is_the_newest_python_the_library_offers() -> None:
 
 
 def test_one_function_per_handler_with_the_functions_handler_string(default_synth: Synth) -> None:
-    assert HANDLER_NAMES == EXPECTED_HANDLERS
+    assert function_table.NAMES == EXPECTED_HANDLERS
     functions = _functions(default_synth)
     assert set(functions) == set(EXPECTED_HANDLERS)
     # Nothing else but the catalog deployment's handler (aws-cdk-lib's BucketDeployment, see catalog.py).

@@ -16,6 +16,8 @@ from infra_support import (
     Synth,
 )
 
+from npa_workflow.protocol import environment
+
 XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 LOG_DELIVERY = {
     "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
@@ -297,22 +299,19 @@ def _statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
 
 def test_step_secrets_are_set_and_readable_by_launch_and_inbox_only(default_synth: Synth, ad_hoc_synth: Synth) -> None:
     """Issue 11 item 15: `secretEnv` needs NPA_WORKFLOW_SECRETS_ARN on the function that fills it (launch,
-    npa_workflow.engine.wiring) and GetSecretValue on that secret; before, neither was there. Issue 21 item 5: the
+    npa_workflow.wiring) and GetSecretValue on that secret; before, neither was there. Issue 21 item 5: the
     inbox reads it too, to refuse a run missing one of its names before anything launches (engine.preflight)."""
-    from infra.stack import STEP_SECRETS_ENV
-    from npa_workflow.engine.wiring import STEP_SECRETS_ARN_ENV
-
-    assert STEP_SECRETS_ENV == STEP_SECRETS_ARN_ENV
     for name in NAMES:
         fn = ad_hoc_synth.template["Resources"][ad_hoc_synth.logical_id(ad_hoc_synth.stack.engine.functions[name])]
         env = fn["Properties"]["Environment"]["Variables"]
-        assert env.get(STEP_SECRETS_ENV) == (STEP_SECRETS_ARN if name in ("launch", "inbox") else None), name
+        expected = STEP_SECRETS_ARN if name in ("launch", "inbox") else None
+        assert env.get(environment.STEP_SECRETS_ARN) == expected, name
         read = grants(ad_hoc_synth, name).get("secretsmanager:GetSecretValue", set())
         # A partial ARN (no 6-character suffix) matches the one secret only with `-??????`.
         assert (f"{STEP_SECRETS_ARN}-??????" in read) == (name in ("launch", "inbox")), name
         plain = default_synth.template["Resources"][
             default_synth.logical_id(default_synth.stack.engine.functions[name])]
-        assert STEP_SECRETS_ENV not in plain["Properties"]["Environment"]["Variables"]
+        assert environment.STEP_SECRETS_ARN not in plain["Properties"]["Environment"]["Variables"]
 
 
 def test_kms_decrypt_only_for_the_keys_named_and_only_to_their_readers(

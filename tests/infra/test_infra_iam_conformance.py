@@ -31,8 +31,9 @@ from infra_support import (
     Synth,
 )
 
+from npa_workflow import wiring
 from npa_workflow.embedded_aws.moto_lambda import LambdaContext
-from npa_workflow.engine import wiring
+from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 
 SPEC = "fanout"
@@ -115,8 +116,8 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
     stack = synth.stack
     server = start_moto_server()
     try:
-        env = {**server.client_env(REGION), wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
-               wiring.EXECUTOR_ENV: "local", wiring.LOCAL_STATE_DIR_ENV: str(tmp_path / "jobs"),
+        env = {**server.client_env(REGION), environment.LEDGER_TABLE: TABLE, environment.BUCKET: BUCKET,
+               environment.EXECUTOR: "local", environment.LOCAL_STATE_DIR: str(tmp_path / "jobs"),
                "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_TRACE_DISABLED": "true",
                **_inbox_environment(synth)}
         for key, value in env.items():
@@ -190,7 +191,7 @@ def test_each_function_given_the_token_secret_may_read_it(default_synth: Synth,
     read it, and the SkyPilot-free functions are given neither."""
     from moto import mock_aws
 
-    from npa_workflow.adapters.skypilot_api import ENV_TOKEN_SECRET_ARN, SkyPilotApi
+    from npa_workflow.adapters.skypilot_api import SkyPilotApi
 
     synth = default_synth
     stack = synth.stack
@@ -209,7 +210,7 @@ def test_each_function_given_the_token_secret_may_read_it(default_synth: Synth,
         for name, fn in stack.engine.functions.items():
             variables = synth.template["Resources"][synth.logical_id(fn)]["Properties"]["Environment"]["Variables"]
             env = {k: str(resolver.value(v)) for k, v in variables.items()}
-            if ENV_TOKEN_SECRET_ARN not in env:
+            if environment.SKYPILOT_TOKEN_SECRET_ARN not in env:
                 continue
             readers.append(name)
             with RECORDER.acting_as(name):
@@ -242,10 +243,10 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
                                          synth.logical_id(stack.storage.table): TABLE})
     fn = synth.template["Resources"][synth.logical_id(stack.engine.functions["inbox"])]
     inbox_env = {k: str(resolver.value(v)) for k, v in fn["Properties"]["Environment"]["Variables"].items()
-                 if k.startswith("NPA_WORKFLOW_") and k not in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV)}
+                 if k.startswith("NPA_WORKFLOW_") and k not in (environment.LEDGER_TABLE, environment.BUCKET)}
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION, wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
-                       wiring.EXECUTOR_ENV: "local", "POWERTOOLS_METRICS_DISABLED": "true", **inbox_env}.items():
+                       "AWS_DEFAULT_REGION": REGION, environment.LEDGER_TABLE: TABLE, environment.BUCKET: BUCKET,
+                       environment.EXECUTOR: "local", "POWERTOOLS_METRICS_DISABLED": "true", **inbox_env}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     wiring.clear_cache()
@@ -293,7 +294,7 @@ states:
 
 def _aws_env(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION, wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
+                       "AWS_DEFAULT_REGION": REGION, environment.LEDGER_TABLE: TABLE, environment.BUCKET: BUCKET,
                        "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_TRACE_DISABLED": "true", **extra}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -320,7 +321,7 @@ def test_the_watch_may_describe_an_ended_execution_and_reap_its_jobs(
     synth = default_synth
     stack = synth.stack
     monkeypatch.setitem(default_user_config, "stepfunctions", {"execute_state_machine": True})
-    _aws_env(monkeypatch, **{wiring.EXECUTOR_ENV: "local", wiring.LOCAL_STATE_DIR_ENV: str(tmp_path / "jobs")})
+    _aws_env(monkeypatch, **{environment.EXECUTOR: "local", environment.LOCAL_STATE_DIR: str(tmp_path / "jobs")})
     wiring.clear_cache()
     run_id, job = "lost-reap", ""
     try:
@@ -387,7 +388,7 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
     from moto import mock_aws
 
     from functions.launch.handler import handler as launch_handler
-    from npa_workflow.adapters.skypilot_api import ENV_TOKEN_SECRET_ARN, SkyPilotApi
+    from npa_workflow.adapters.skypilot_api import SkyPilotApi
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.ledger import RunRecord
 
@@ -400,9 +401,10 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
                                          synth.logical_id(stack.storage.table): TABLE})
     env_of = {name: {k: str(resolver.value(v)) for k, v in synth.template["Resources"][synth.logical_id(fn)][
         "Properties"]["Environment"]["Variables"].items()} for name, fn in stack.engine.functions.items()}
-    steps_env = wiring.STEP_SECRETS_ARN_ENV
+    steps_env = environment.STEP_SECRETS_ARN
     assert sorted(n for n, e in env_of.items() if steps_env in e) == ["inbox", "launch"]
-    assert (env_of["launch"][steps_env], env_of["launch"][ENV_TOKEN_SECRET_ARN]) == (STEP_SECRETS_ARN, SECRET_ARN)
+    launch_env = env_of["launch"]
+    assert (launch_env[steps_env], launch_env[environment.SKYPILOT_TOKEN_SECRET_ARN]) == (STEP_SECRETS_ARN, SECRET_ARN)
     _aws_env(monkeypatch)
     wiring.clear_cache()
     try:
@@ -418,8 +420,8 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
                 configured = {token_arn: (SECRET_ARN, TOKEN_KEY_ARN),
                               steps_arn: (STEP_SECRETS_ARN + "-AbCdEf", STEP_SECRETS_KEY_ARN)}
                 boto3.client("s3").create_bucket(Bucket=BUCKET)
-                env = {**env_of["launch"], wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
-                       "SKYPILOT_API_SERVER_ENDPOINT": double.endpoint, ENV_TOKEN_SECRET_ARN: token_arn,
+                env = {**env_of["launch"], environment.LEDGER_TABLE: TABLE, environment.BUCKET: BUCKET,
+                       environment.SKYPILOT_ENDPOINT: double.endpoint, environment.SKYPILOT_TOKEN_SECRET_ARN: token_arn,
                        steps_env: steps_arn}
                 for key, value in env.items():
                     monkeypatch.setenv(key, value)
@@ -432,7 +434,7 @@ def test_secret_reads_and_their_kms_decrypts_are_allowed_to_exactly_their_reader
                                           _context("launch"))
             for name in ("watch", "cleanup", "reap"):
                 with RECORDER.acting_as(name):
-                    SkyPilotApi.from_environment({**env_of[name], ENV_TOKEN_SECRET_ARN: token_arn})
+                    SkyPilotApi.from_environment({**env_of[name], environment.SKYPILOT_TOKEN_SECRET_ARN: token_arn})
             with RECORDER.acting_as("inbox"):  # its preflight of the run's secretEnv names (engine.preflight)
                 present = wiring.step_secret_presence({**env_of["inbox"], steps_env: steps_arn,
                                                        "AWS_DEFAULT_REGION": REGION})
@@ -526,7 +528,7 @@ def test_cleanup_and_reap_may_read_the_outputs_they_check_through_the_skypilot_e
 
     synth = ad_hoc_synth
     stack = synth.stack
-    _aws_env(monkeypatch, **{wiring.EXECUTOR_ENV: "skypilot"})
+    _aws_env(monkeypatch, **{environment.EXECUTOR: "skypilot"})
     wiring.clear_cache()
     outputs = [f"s3://{BUCKET}/out/model.bin", "s3://team-data/metrics/summary.json"]
     try:

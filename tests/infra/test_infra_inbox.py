@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from infra_support import REPO_ROOT, Synth
 
-from infra.stack import HEARTBEAT_ENV, MACHINE_ARN_PREFIX_ENV, MAX_WAIT_ENV, WATCH_INTERVAL_ENV, compile_options
+from infra.stack import compile_options
 from infra.state_machines import spec_files
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.engine import inbox
+from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.spec.load import load_spec
 
@@ -64,20 +65,13 @@ def _definitions(synth: Synth) -> dict[str, dict[str, Any]]:
     return {name: synth.definition(m) for name, m in synth.stack.workflows.machines.items()}
 
 
-def test_the_stack_uses_the_env_var_names_the_inbox_reads() -> None:
-    assert HEARTBEAT_ENV == inbox.HEARTBEAT_ENV
-    assert MAX_WAIT_ENV == inbox.MAX_WAIT_ENV
-    assert MACHINE_ARN_PREFIX_ENV == inbox.MACHINE_ARN_PREFIX_ENV
-    assert WATCH_INTERVAL_ENV == inbox.WATCH_INTERVAL_ENV
-
-
 @pytest.mark.parametrize(("variant", "heartbeat"), [("default_synth", 300), ("ad_hoc_synth", 900)])
 def test_the_inbox_is_told_the_heartbeat_the_machines_are_compiled_with(
     variant: str, heartbeat: int, request: pytest.FixtureRequest
 ) -> None:
     synth: Synth = request.getfixturevalue(variant)
     env = _inbox_env(synth)
-    assert env[inbox.HEARTBEAT_ENV] == str(heartbeat) == str(synth.stack.compile_options.heartbeat_seconds)
+    assert env[environment.HEARTBEAT_SECONDS] == str(heartbeat) == str(synth.stack.compile_options.heartbeat_seconds)
     for name, definition in _definitions(synth).items():
         assert _heartbeats(definition) == {heartbeat}, name
     assert inbox.InboxSettings.from_environment(env).heartbeat_seconds == heartbeat
@@ -107,7 +101,8 @@ def test_the_inbox_is_told_the_watch_interval_the_trigger_bounds_use(
     without it would never match the deployed machine (and would wait `maxPolls` × `pollSeconds` only)."""
     synth: Synth = request.getfixturevalue(variant)
     env = _inbox_env(synth)
-    assert env[inbox.WATCH_INTERVAL_ENV] == str(tick) == str(synth.stack.compile_options.watch_interval_seconds)
+    tick_told = env[environment.WATCH_INTERVAL_SECONDS]
+    assert tick_told == str(tick) == str(synth.stack.compile_options.watch_interval_seconds)
     assert inbox.InboxSettings.from_environment(env).watch_interval_seconds == tick
 
 
@@ -115,7 +110,7 @@ def test_the_deployed_deadline_is_days_and_the_inbox_is_told_it(default_synth: S
     """Issue 11 item 8: machines were compiled with the compiler's 1-hour default; a 2-hour training step was
     cancelled in the cloud. The stack's `maxWaitSeconds` (7 days by default) is every wave Task's TimeoutSeconds."""
     env = _inbox_env(default_synth)
-    assert env[inbox.MAX_WAIT_ENV] == str(7 * 24 * 3600)
+    assert env[environment.MAX_WAIT_SECONDS] == str(7 * 24 * 3600)
     assert inbox.InboxSettings.from_environment(env).max_wait_seconds == 7 * 24 * 3600
     # Each wave Task reads the run's deadline from the execution input (compiled once, many runs): the inbox
     # puts the stack's 7 days there unless a run request says otherwise (tests/unit/test_inbox.py).
@@ -185,9 +180,10 @@ def test_the_inbox_settings_read_back_from_the_default_stack(default_synth: Synt
 def test_every_variable_the_inbox_reads_is_set_when_ad_hoc_specs_are_allowed(ad_hoc_synth: Synth) -> None:
     env = _inbox_env(ad_hoc_synth)
     read = {
-        inbox.MACHINE_ARN_PREFIX_ENV, inbox.MAX_WAIT_ENV,
-        inbox.ALLOW_AD_HOC_ENV, inbox.AD_HOC_PREFIX_ENV, inbox.AD_HOC_ROLE_ENV,
-        inbox.AD_HOC_LOG_GROUP_ENV, inbox.HEARTBEAT_ENV, inbox.WATCH_INTERVAL_ENV, *inbox.FUNCTION_ARN_ENVS.values(),
+        environment.MACHINE_ARN_PREFIX, environment.MAX_WAIT_SECONDS,
+        environment.ALLOW_AD_HOC, environment.AD_HOC_MACHINE_PREFIX, environment.AD_HOC_ROLE_ARN,
+        environment.AD_HOC_LOG_GROUP_ARN, environment.HEARTBEAT_SECONDS, environment.WATCH_INTERVAL_SECONDS,
+        *inbox.FUNCTION_ARN_ENVS.values(),
     }
     assert {name for name in read if env.get(name)} == read
     settings = inbox.InboxSettings.from_environment(env)  # raises when an ad-hoc variable is missing

@@ -21,7 +21,8 @@ from iam_conformance import REGION
 from infra_support import UNIT_CONTEXT, Synth, synthesize
 from test_infra_iam_conformance import BUCKET, TABLE, _context, _inbox_environment, _object_created
 
-from npa_workflow.engine import wiring
+from npa_workflow import wiring
+from npa_workflow.protocol import environment
 from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol.definitions import definition_digest
 
@@ -80,8 +81,8 @@ def test_a_deploy_of_a_changed_spec_mid_wave_leaves_the_run_on_its_definition_an
     shutil.copy(tmp_path / "specs-after" / "redeploy.yaml", workdir)
     server = start_moto_server()
     try:
-        env = {**server.client_env(REGION), wiring.LEDGER_TABLE_ENV: TABLE, wiring.BUCKET_ENV: BUCKET,
-               wiring.EXECUTOR_ENV: "local", wiring.LOCAL_STATE_DIR_ENV: str(tmp_path / "jobs"),
+        env = {**server.client_env(REGION), environment.LEDGER_TABLE: TABLE, environment.BUCKET: BUCKET,
+               environment.EXECUTOR: "local", environment.LOCAL_STATE_DIR: str(tmp_path / "jobs"),
                "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_TRACE_DISABLED": "true",
                **_inbox_environment(before)}
         for key, value in env.items():

@@ -83,3 +83,13 @@ def concurrent_item(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def not_serialisable(event: Any, context: Any) -> object:
     return {"when": object()}
+
+
+def succeed_own_token(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """A launch whose job is already done (a replayed wave): its token succeeds before the Lambda returns."""
+    import boto3
+
+    sfn = boto3.client("stepfunctions", endpoint_url=event["endpoint"], region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    sfn.send_task_success(taskToken=event["token"], output='{"done": "before the launch returned"}')
+    return {"stored": True}

@@ -1,8 +1,10 @@
 """Contract test of the in-process Lambda adapter on a real moto server with real boto3 clients.
 
-Proves the Step Functions features the compiled machines rely on (reference/local-stepfunctions.md):
+Proves the Step Functions features the compiled machines rely on (docs/architecture.md, "The flow of one run"):
 lambda:invoke, waitForTaskToken with SendTaskSuccess/Failure/Heartbeat, named errors for
-Retry/Catch, TimeoutSeconds, bounded inline Map, Choice.
+Retry/Catch, TimeoutSeconds, bounded inline Map, Choice; and each correction of moto (`embedded_aws.moto_fixes`)
+against what AWS documents, with a canary per fix that runs the same probe on plain moto and fails, naming the fix
+to remove, once moto answers as AWS does itself.
 """
 
 from __future__ import annotations
@@ -50,17 +52,21 @@ class Aws:
     def new_sfn_client(self) -> Any:
         return boto3.client("stepfunctions", endpoint_url=self.server.endpoint_url, **CREDS)
 
-    def run(self, definition: dict[str, Any], payload: Any, timeout: float = 20.0) -> dict[str, Any]:
-        """Create a machine, start a named execution, wait until it has ended (with its output)."""
+    def start(self, definition: dict[str, Any], payload: Any) -> str:
+        """Create a machine and start a named execution of it; its ARN."""
         started = time.monotonic()
         arn = self.sfn.create_state_machine(
             name=f"m-{uuid.uuid4().hex[:12]}", definition=json.dumps(definition), roleArn=self.role_arn
         )["stateMachineArn"]
         TIMINGS.setdefault("first create_state_machine", time.monotonic() - started)
-        t0 = time.monotonic()
-        exec_arn = self.sfn.start_execution(
+        return self.sfn.start_execution(
             stateMachineArn=arn, name=f"x-{uuid.uuid4().hex[:12]}", input=json.dumps(payload)
         )["executionArn"]
+
+    def run(self, definition: dict[str, Any], payload: Any, timeout: float = 20.0) -> dict[str, Any]:
+        """Create a machine, start a named execution, wait until it has ended (with its output)."""
+        t0 = time.monotonic()
+        exec_arn = self.start(definition, payload)
         desc = wait_execution(self.sfn, exec_arn, timeout)
         LATENCIES.append(time.monotonic() - t0)
         return desc
@@ -115,6 +121,7 @@ FUNCTIONS = {
     "custom_boom": {},
     "concurrent_item": {},
     "not_serialisable": {},
+    "succeed_own_token": {},
 }
 
 
@@ -596,14 +603,15 @@ def _tolerance_machine(**tolerance: Any) -> dict[str, Any]:
 ], ids=lambda v: json.dumps(v) if isinstance(v, dict) else v)
 def test_a_distributed_map_fails_when_either_tolerance_is_exceeded(aws: Aws, tolerance: dict[str, Any],
                                                                     status: str) -> None:
-    from npa_workflow.embedded_aws.moto_fixes import EXCEED_TOLERATED_FAILURE, moto_fixes
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+    from npa_workflow.protocol.errors import STATES_EXCEED_TOLERATED_FAILURE
 
     items = [{"fail": True}, {"fail": False}, {"fail": False}, {"fail": False}]
     with moto_fixes():
         desc = aws.run(_tolerance_machine(**tolerance), {"items": items}, timeout=30)
     assert desc["status"] == status, desc
     if status == "FAILED":
-        assert desc.get("error") == EXCEED_TOLERATED_FAILURE
+        assert desc.get("error") == STATES_EXCEED_TOLERATED_FAILURE
 
 
 def test_a_stopped_execution_is_aborted_with_no_task_timeouts_while_a_group_runs(aws: Aws) -> None:
@@ -633,3 +641,149 @@ def test_a_stopped_execution_is_aborted_with_no_task_timeouts_while_a_group_runs
     assert not [e for e in history if e["type"] in ("TaskTimedOut", "MapIterationFailed", "ExecutionFailed")], \
         [e["type"] for e in history]
     assert types.count("ExecutionAborted") == 1
+
+
+# Task tokens: "Step Functions ... passes a task token" to each Task it starts, and a Retry "re-runs the state": each
+# attempt gets its own token. And the callback may come at any time while the Task waits (SendTaskSuccess "reports
+# that the task identified by the taskToken completed successfully"), even before the Lambda that was given the
+# token has returned.
+def _retried_attempt(aws: Aws) -> tuple[str, str | None, bool]:
+    """Fail the first attempt's token, succeed the second's: (status, error, the two tokens differ)."""
+    definition = {"StartAt": "Wave", "States": {"Wave": token_task(
+        aws.fn_arns["store_token"], TimeoutSeconds=20,
+        Retry=[{"ErrorEquals": ["Attempt.Failed"], "MaxAttempts": 1, "IntervalSeconds": 1}]) | {"End": True}}}
+    execution = aws.start(definition, {})
+    first = handlers.tokens.get(timeout=15)["token"]
+    aws.sfn.send_task_failure(taskToken=first, error="Attempt.Failed", cause="the first attempt")
+    second = handlers.tokens.get(timeout=15)["token"]
+    if second != first:
+        aws.sfn.send_task_success(taskToken=second, output=json.dumps({"attempt": 2}))
+    desc = wait_execution(aws.sfn, execution, 15)
+    return desc["status"], desc.get("error"), second != first
+
+
+def test_each_attempt_of_a_retried_task_gets_its_own_token(aws: Aws) -> None:
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+
+    with moto_fixes():
+        assert _retried_attempt(aws) == ("SUCCEEDED", None, True)
+
+
+def _token_completed_before_the_lambda_returned(aws: Aws) -> tuple[str, str | None, float]:
+    """A heartbeat Task whose Lambda succeeds its own token before returning: (status, error, seconds taken)."""
+    definition = {"StartAt": "Wave", "States": {"Wave": {
+        "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken", "HeartbeatSeconds": 1,
+        "TimeoutSeconds": 20, "End": True,
+        "Parameters": {"FunctionName": aws.fn_arns["succeed_own_token"],
+                       "Payload": {"token.$": "$$.Task.Token", "endpoint": aws.server.endpoint_url}}}}}
+    t0 = time.monotonic()
+    desc = wait_execution(aws.sfn, aws.start(definition, {}), 20)
+    return desc["status"], desc.get("error"), time.monotonic() - t0
+
+
+def test_a_token_completed_while_its_lambda_still_runs_completes_the_task(aws: Aws) -> None:
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+
+    with moto_fixes():
+        status, error, _ = _token_completed_before_the_lambda_returned(aws)
+    assert (status, error) == ("SUCCEEDED", None)
+
+
+def _inline_member_past_its_timeout(aws: Aws) -> dict[str, Any]:
+    """An inline Map whose one member (a token Task nobody answers) runs past TimeoutSeconds; a Catch on
+    States.Timeout on the Map."""
+    definition = {"StartAt": "Group", "States": {
+        "Group": {"Type": "Map", "ItemsPath": "$.items", "End": True,
+                  "ItemProcessor": {"StartAt": "Member", "States": {
+                      "Member": token_task(aws.fn_arns["store_token"], TimeoutSeconds=1) | {"End": True}}},
+                  "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "TimedOut"}]},
+        "TimedOut": {"Type": "Pass", "End": True}}}
+    return aws.run(definition, {"items": [1]})
+
+
+def test_an_inline_map_fails_with_its_members_states_timeout(aws: Aws) -> None:
+    # AWS (Map state): the Map fails with the error its failed iteration failed with; here States.Timeout, which
+    # the Map's Catch on States.Timeout catches.
+    from npa_workflow.embedded_aws.moto_fixes import moto_fixes
+
+    with moto_fixes():
+        desc = _inline_member_past_its_timeout(aws)
+    assert output(desc)["error"]["Error"] == "States.Timeout"
+
+
+# --------------------------------------------------------------------------- canaries: moto still needs each fix
+# Each runs the probe of a fix's test above on plain moto 5.2.5 (no fix applied) and asserts that moto still answers
+# the way that made the fix necessary. When an upgraded moto answers as AWS does, its canary fails, saying which fix
+# to remove (the fix's own test above keeps passing either way).
+
+
+def _remove(observed: Any, moto_answer: Any, now: str, fix: str) -> None:
+    assert observed == moto_answer, (
+        f"moto now {now} itself: remove fix {fix} (embedded_aws.moto_fixes); the probe saw {observed!r}")
+
+
+def test_canary_moto_reuses_the_first_attempts_token_on_a_retry(aws: Aws) -> None:
+    # moto: the retried attempt gets the first attempt's token, whose callback already holds the failure
+    _remove(_retried_attempt(aws), ("FAILED", "Attempt.Failed", False),
+            "gives each attempt of a retried Task its own task token",
+            "1 (task_token_fixes: a fresh token per attempt)")
+
+
+def test_canary_moto_ignores_a_token_completed_before_its_lambda_returned(aws: Aws) -> None:
+    # moto: the heartbeat wait starts after the Lambda returned and ignores the outcome already there
+    status, error, _ = _token_completed_before_the_lambda_returned(aws)
+    _remove((status, error), ("FAILED", "States.Timeout"),
+            "completes a heartbeat Task whose token succeeded before its Lambda returned",
+            "2 (task_token_fixes: CallbackEndpoint.setup_heartbeat_endpoint)")
+
+
+@pytest.mark.parametrize("tolerance", [
+    {}, {"ToleratedFailurePercentage": 10.5}, {"ToleratedFailureCount": 0},
+    {"ToleratedFailureCount": 0, "ToleratedFailurePercentage": 50.5},
+    {"ToleratedFailureCount": 1, "ToleratedFailurePercentage": 10.5},
+], ids=json.dumps)
+def test_canary_moto_lets_a_distributed_map_past_its_tolerance_succeed(aws: Aws, tolerance: dict[str, Any]) -> None:
+    # the cases where AWS fails the Map (test_a_distributed_map_fails_when_either_tolerance_is_exceeded)
+    items = [{"fail": True}, {"fail": False}, {"fail": False}, {"fail": False}]
+    desc = aws.run(_tolerance_machine(**tolerance), {"items": items}, timeout=30)
+    _remove(desc["status"], "SUCCEEDED", f"fails a Distributed Map whose failures exceed {tolerance or 'no tolerance'}",
+            "3 (distributed_map_failures)")
+
+
+def test_canary_moto_turns_a_map_members_states_timeout_into_states_runtime(aws: Aws) -> None:
+    desc = _inline_member_past_its_timeout(aws)
+    _remove((desc["status"], desc.get("error"), "Custom Error Names" in (desc.get("cause") or "")),
+            ("FAILED", "States.Runtime", True), "fails an inline Map with its member's States.* error",
+            "4 (map_iteration_errors)")
+
+
+def test_canary_moto_names_a_missed_heartbeat_states_timeout(aws: Aws) -> None:
+    # (fix 5 also makes a States.Timeout retrier or catcher match States.HeartbeatTimeout: if moto now names the
+    # heartbeat itself, keep that part unless test_a_retry_on_states_timeout_retries_a_missed_heartbeat passes
+    # without it)
+    definition = {"StartAt": "Wave", "States": {
+        "Wave": _heartbeat_task(aws, Catch=[{"ErrorEquals": ["States.HeartbeatTimeout"], "Next": "Lost"}], End=True),
+        "Lost": {"Type": "Pass", "End": True}}}
+    desc = aws.run(definition, {})
+    _remove((desc["status"], desc.get("error")), ("FAILED", "States.Timeout"),
+            "names a missed heartbeat States.HeartbeatTimeout", "5 (heartbeat_timeout_name)")
+
+
+def test_canary_moto_fails_a_stopped_execution_when_its_members_time_out(aws: Aws) -> None:
+    timeout = 2
+    definition = {"StartAt": "Group", "States": {"Group": {
+        "Type": "Map", "ItemsPath": "$.items", "End": True,
+        "ItemProcessor": {"StartAt": "Member", "States": {
+            "Member": token_task(aws.fn_arns["store_token"], TimeoutSeconds=timeout) | {"End": True}}}}}}
+    execution = aws.start(definition, {"items": [1, 2]})
+    for _ in range(2):
+        handlers.tokens.get(timeout=15)  # both members are waiting on their tokens
+    aws.sfn.stop_execution(executionArn=execution, error="Run.Cancelled", cause="asked to")
+    deadline = time.monotonic() + timeout + 10  # past the members' timeouts, with room for a loaded machine
+    while (status := aws.sfn.describe_execution(executionArn=execution)["status"]) != "FAILED":
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    timed_out = [e for e in aws.history(execution) if e["type"] == "TaskTimedOut"]
+    _remove((status, bool(timed_out)), ("FAILED", True),
+            "keeps a stopped execution ABORTED, its waiting members ended with it", "6 (stopped_executions_abort)")

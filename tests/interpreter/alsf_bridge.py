@@ -4,7 +4,7 @@
 
 CASE.json: {"spec", "catalog"?, "variables"?, "run_id", "home", "options": {LocalRunOptions fields that shape the
 machine}, "objects"?: [{"uri", "body"}], "timeout_seconds"?}. RESULT.json: {"status", "error", "cause", "events"
-(the interpreter's event log, summarized), "report" (`local.report.build_report` of the run's ledger)}.
+(the interpreter's event log, summarized), "report" (`run_report.build_report` of the run's ledger)}.
 
 What is real and what stands in (tests/interpreter/README in docs/interpreters.md):
 - the interpreter is `harness.mjs` on aws-local-stepfunctions, a child process speaking JSON lines;
@@ -193,16 +193,17 @@ def start_harness(home: Path) -> subprocess.Popen[str]:
 
 
 def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any]:
+    from npa_workflow import run_report, wiring
     from npa_workflow.compile.asl import CompileOptions, compile_spec
     from npa_workflow.embedded_aws.event_pump import scheduled_event
     from npa_workflow.embedded_aws.moto_server import start_moto_server
-    from npa_workflow.engine import wiring
     from npa_workflow.engine.runs import RunOptions
     from npa_workflow.engine.start import start_run
     from npa_workflow.local import runtime
-    from npa_workflow.local.report import build_report
     from npa_workflow.local_jobs.job_exits import JobExits
     from npa_workflow.protocol import functions as function_table
+    from npa_workflow.protocol.stack import LOCAL_BUCKET
+    from npa_workflow.run_report import build_report
     from npa_workflow.spec.catalog import find_catalog
     from npa_workflow.spec.load import load_spec
 
@@ -235,7 +236,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
         # handlers' logs to a file); its moto Step Functions and Lambda sit unused here.
         runtime.enter_embedded_aws(stack, server, env, home / "lambdas.log", home / "aws")
         engine = wiring.engine_from_environment()
-        for bucket in _buckets(loaded, run_id, runtime.ENGINE_BUCKET):
+        for bucket in _buckets(loaded, run_id, LOCAL_BUCKET):
             runtime.create_bucket(engine.store.client, bucket)
         engine.ledger.create_table()
         for obj in case.get("objects", []):
@@ -319,7 +320,7 @@ def run_case(case: dict[str, Any], proc: subprocess.Popen[str]) -> dict[str, Any
         _stop(proc)
         pool.shutdown(wait=True)
         reap(_status_change(starter, status if status == "SUCCEEDED" else "FAILED"), _context(_arn("reap")))
-        items = runtime.ledger_items(engine.ledger, run_id)
+        items = run_report.ledger_items(engine.ledger, run_id)
         report = build_report(run_id=run_id, workflow=loaded.spec.name, loaded=loaded, status=status, items=items,
                               execution_arn=starter.arn)
         return {"status": status, "error": ended.get("error"), "cause": ended.get("cause"),
@@ -345,7 +346,7 @@ def _context(function_arn: str) -> Any:
 
 def _reap_quietly(run_id: str) -> None:
     from npa_workflow.engine.cleanup import cancel_active
-    from npa_workflow.engine.wiring import engine_from_environment
+    from npa_workflow.wiring import engine_from_environment
 
     with contextlib.suppress(Exception):
         cancel_active(engine_from_environment(), run_id, "the second-interpreter bridge ended")

@@ -16,9 +16,9 @@ from rich.console import Console
 
 from npa_workflow.cli.progress import WAITING_FOR_GPUS, print_summary, shown_status, wave_dicts, with_gpu_waits
 from npa_workflow.cli.run import LineProgress
-from npa_workflow.engine.wiring import HOME_ENV
 from npa_workflow.ledger import WaveAttempt, WaveStatus
 from npa_workflow.local_jobs.executor import LocalExecutor, waiting_for_gpus
+from npa_workflow.protocol import environment
 
 # The job: wait (at most 20 s) for the release file.
 HOLD = ("import os, sys, time\nd = time.monotonic() + " + str(round(scaled(20))) + "\n"
@@ -42,7 +42,7 @@ def one_gpu_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NPA_WORKFLOW_GPU_LOCK_DIR", str(tmp_path / "gpu-locks"))
     home = tmp_path / "home"
-    monkeypatch.setenv(HOME_ENV, str(home))
+    monkeypatch.setenv(environment.HOME, str(home))
     return home
 
 

@@ -83,7 +83,7 @@ def test_the_live_view_lists_every_state_of_the_plan_with_k_of_n_done():
 
 def test_a_running_runs_report_has_no_error_even_if_an_earlier_execution_failed():
     from npa_workflow.ledger import RunError, RunRecord
-    from npa_workflow.local.report import build_report
+    from npa_workflow.run_report import build_report
     from npa_workflow.spec.load import load_spec_text
 
     loaded = load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\n"
@@ -97,7 +97,7 @@ def test_a_running_runs_report_has_no_error_even_if_an_earlier_execution_failed(
 
 
 def test_members_of_a_group_inside_a_loop_keep_their_round():
-    from npa_workflow.local.report import enclosing_loops
+    from npa_workflow.run_report import enclosing_loops
     from npa_workflow.spec.load import load_spec_text
 
     loaded = load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\n"
@@ -126,7 +126,7 @@ def _decision(seq: int, value: str, loops_key: str = "refine=1", at: str = "2026
 
 
 def test_a_decision_no_predicate_matches_is_said_once_in_the_report_and_the_summary():
-    from npa_workflow.local.report import build_report
+    from npa_workflow.run_report import build_report
 
     items = [_decision(1, "PROMOTE"), _decision(1, "PROMOTE", "refine=2", "2026-01-01T00:00:02.000Z")]
     doc = build_report(run_id="r1", workflow="w", loaded=_loaded_loop(), status="SUCCEEDED", items=items,
@@ -141,7 +141,7 @@ def test_a_decision_no_predicate_matches_is_said_once_in_the_report_and_the_summ
 
 
 def test_a_resumed_runs_decisions_are_each_said_once():
-    from npa_workflow.local.report import build_report
+    from npa_workflow.run_report import build_report
 
     # the first execution read round 1; the resumed one read it again (its replayed gate), then round 2
     items = [_decision(1, "loop_back_to_inner_loop"),
@@ -169,7 +169,7 @@ def test_a_resumed_runs_duration_is_its_last_executions():
 
 def test_a_groups_members_are_listed_in_member_order_in_the_final_table():
     from npa_workflow.ledger import WaveAttempt, WaveStatus
-    from npa_workflow.local.report import build_report
+    from npa_workflow.run_report import build_report
     from npa_workflow.spec.load import load_spec_text
 
     loaded = load_spec_text("apiVersion: npa.workflow/v0.0.1\nkind: Workflow\nmetadata: {name: w}\nstates:\n"

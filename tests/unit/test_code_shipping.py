@@ -117,4 +117,5 @@ def test_render_ships_and_a_local_run_starts_in_the_specs_workdir(tmp_path):
                           env={**env, "NPA_WORKFLOW_HOME": str(home)}, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     [log] = list((home / "jobs").glob("*.log"))
-    assert log.read_text().strip() == f"cwd={(root / 'steps').resolve()}"  # as on the cluster: in the code
+    # As on the cluster: in a copy of the workdir staged for the run (content-addressed), not in the folder itself.
+    assert log.read_text().strip() == f"cwd={home / 'code' / code_bundle(root / 'steps').digest}"

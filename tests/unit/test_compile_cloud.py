@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from test_compile_asl import EXAMPLES, HEAD, all_states, compiled
 
-from npa_workflow.compile.asl import LAMBDA_SERVICE_ERRORS, CompileOptions, compile_spec, execution_input
+from npa_workflow.compile.asl import CompileOptions, compile_spec, execution_input
+from npa_workflow.protocol import errors
 from npa_workflow.spec.load import load_spec, load_spec_text
 
 ALL_KINDS = """
@@ -42,13 +43,13 @@ def test_every_lambda_task_retries_the_lambda_service_errors_first_with_backoff(
     for name, task in tasks.items():
         first = task["Retry"][0]
         # AWS's recommended retrier for lambda:invoke; first, because Step Functions uses the first match.
-        assert first["ErrorEquals"] == list(LAMBDA_SERVICE_ERRORS), name
+        assert first["ErrorEquals"] == list(errors.LAMBDA_SERVICE_ERRORS), name
         # AWS's and aws-cdk-lib's default list (LambdaInvoke's retryOnServiceExceptions), and throttling.
         assert {"Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException", "Lambda.AWSLambdaException",
                 "Lambda.SdkClientException", "Lambda.TooManyRequestsException"} <= set(first["ErrorEquals"]), name
         assert first["BackoffRate"] > 1 and first["MaxAttempts"] >= 3 and first["IntervalSeconds"] >= 1
         for later in task["Retry"][1:]:
-            assert not set(later["ErrorEquals"]) & set(LAMBDA_SERVICE_ERRORS), name
+            assert not set(later["ErrorEquals"]) & set(errors.LAMBDA_SERVICE_ERRORS), name
             assert "States.ALL" not in later["ErrorEquals"], name
     launch = tasks["work"]
     # The wave budgets stay separate: Wave.Failed (workload) and Wave.InfrastructureFailed (capacity).
@@ -87,7 +88,7 @@ def test_a_throttled_ten_thousand_member_fan_out_is_delayed_not_failed():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_retry_lambda_service_errors_everywhere(path: Path):
     for name, task in lambda_tasks(compile_spec(load_spec(path), CompileOptions()).definition).items():
-        assert task["Retry"][0]["ErrorEquals"] == list(LAMBDA_SERVICE_ERRORS), (path.name, name)
+        assert task["Retry"][0]["ErrorEquals"] == list(errors.LAMBDA_SERVICE_ERRORS), (path.name, name)
 
 
 def test_cleanup_learns_the_deadline_of_the_state_it_catches():

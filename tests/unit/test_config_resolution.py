@@ -1,4 +1,4 @@
-"""Config resolution (reference §2.3–2.5, §2.8): dependency order, cycles, the run mapping,
+"""Config resolution (docs/language.md, "The document", "Tokens", `--var`): dependency order, cycles, the run mapping,
 tool defaults and `--var` overrides."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The decision contract (language reference §4): normalization, predicates, artifact bodies."""
+"""The decision contract (docs/decisions.md): normalization, predicates, artifact bodies."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def test_the_inbox_loads_the_spec_stack_it_validates_with_but_not_the_sdk() -> N
 
 
 def test_the_watch_pass_and_cleanup_engine_modules_do_not_need_the_spec_stack() -> None:
-    loaded = modules_after("import npa_workflow.engine.watch, npa_workflow.engine.cleanup, npa_workflow.engine.wiring")
+    loaded = modules_after("import npa_workflow.engine.watch, npa_workflow.engine.cleanup, npa_workflow.wiring")
     assert sorted(loaded.intersection({"yaml", "npa_workflow.spec.validate", "npa_workflow.spec.model"})) == []
 
 

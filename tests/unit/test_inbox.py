@@ -18,11 +18,11 @@ import pytest
 import yaml
 from moto import mock_aws
 
+from npa_workflow import wiring
 from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.adapters.sfn_callbacks import SfnCallbacks
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
-from npa_workflow.engine import wiring
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.inbox import (
     FUNCTION_ARN_ENVS,
@@ -34,6 +34,7 @@ from npa_workflow.engine.runs import RunOptions, RunStore
 from npa_workflow.engine.start import run_id_for_object, start_run
 from npa_workflow.errors import SpecError
 from npa_workflow.ledger import DynamoLedger
+from npa_workflow.protocol import environment
 from npa_workflow.protocol.run_ids import RUN_ID_PATTERN
 from npa_workflow.spec.load import load_spec
 
@@ -216,9 +217,17 @@ def test_unreadable_uploads_are_rejected(env, body, message):
 
 
 def test_a_spec_not_deployed_runs_on_an_ad_hoc_machine_or_is_rejected(env):
+    import io
+    import tarfile
+
     text = (SPECS / "gate-loop.yaml").read_text()
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:  # its steps' code, beside it (engine.inbox_code)
+        tar.add(SPECS / "steps", arcname="steps", filter=lambda m: None if "__pycache__" in m.name else m)
+    assert handle(env, upload(env, "inbox/gate.code.tar.gz", packed.getvalue())).status == "ignored"
     started = handle(env, upload(env, "inbox/gate.yaml", text))
     assert started.status == "started" and started.machine == "ad-hoc"
+    assert env.engine.runs.load(started.run_id).options.code_uri.startswith(f"s3://{BUCKET}/code/")
     assert re.fullmatch(re.escape(AD_HOC_PREFIX) + r"[0-9a-f]{16}", started.machine_arn.rsplit(":", 1)[1])
     strict = InboxSettings(state_machines=env.settings.state_machines)
     result = handle(env, upload(env, "inbox/gate2.yaml", text), strict)
@@ -443,8 +452,8 @@ def event(obj: dict[str, Any]) -> dict[str, Any]:
 def test_handler_parses_the_eventbridge_event_and_starts_the_run(env, monkeypatch):
     from functions.inbox.handler import handler
 
-    monkeypatch.setenv(wiring.LEDGER_TABLE_ENV, TABLE)
-    monkeypatch.setenv(wiring.BUCKET_ENV, BUCKET)
+    monkeypatch.setenv(environment.LEDGER_TABLE, TABLE)
+    monkeypatch.setenv(environment.BUCKET, BUCKET)
     monkeypatch.setenv("NPA_WORKFLOW_STATE_MACHINES", json.dumps(env.machines))
     monkeypatch.setenv("NPA_WORKFLOW_ALLOW_AD_HOC", "false")
     wiring.clear_cache()

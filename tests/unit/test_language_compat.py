@@ -1,6 +1,6 @@
 """Specs that mean what they mean in the existing engine: each spec of tests/unit/data/compat/ is planned and its
 commands and outputs compared with the plan written beside it (`<name>.plan.json`), which is the existing engine's
-reading of the spec (language reference §2.5, §2.6)."""
+reading of the spec (docs/language.md: `params`, "Tokens")."""
 
 from __future__ import annotations
 

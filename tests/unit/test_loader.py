@@ -1,4 +1,4 @@
-"""Safe YAML loading (reference §0 step 1) and its limits against hostile files."""
+"""Safe YAML loading (the first step of every spec read) and its limits against hostile files."""
 
 from __future__ import annotations
 

@@ -458,6 +458,7 @@ PROJECTIONS = [
     ({"ProjectionExpression": "m, n, ss"}, True),  # a map, a number, a set; m absent from one item
     ({"ProjectionExpression": "outputs[1], sk"}, False),  # a list element: moto's own
     ({"ProjectionExpression": "m.deep.x, pk"}, False),  # a nested path: moto's own
+    ({"ProjectionExpression": "Outputs, pk"}, True),  # names are case-sensitive: the item has `outputs` only
 ]
 
 
@@ -614,6 +615,14 @@ def test_conditions_parsed_once_per_request_decide_the_same(monkeypatch: pytest.
             ("update", {"Key": {"pk": {"S": "k"}}, "UpdateExpression": "SET n = :v",  # a value it does not use
                         "ConditionExpression": "n = :v", "ExpressionAttributeValues": {
                             ":v": {"N": "2"}, ":unused": {"N": "0"}}}),
+            # no values: the same text with other names, then a text differing in a name's case only
+            ("put", {"Item": {"pk": {"S": "k"}, "n": {"N": "3"}}, "ConditionExpression": "attribute_exists(#a)",
+                     "ExpressionAttributeNames": {"#a": "n"}}),
+            ("put", {"Item": {"pk": {"S": "k"}, "n": {"N": "3"}}, "ConditionExpression": "attribute_exists(#a)",
+                     "ExpressionAttributeNames": {"#a": "gone"}}),  # refused
+            ("put", {"Item": {"pk": {"S": "k"}, "n": {"N": "3"}}, "ConditionExpression": "attribute_exists(n)"}),
+            ("put", {"Item": {"pk": {"S": "k"}, "n": {"N": "3"}}, "ConditionExpression": "attribute_exists(N)"}),
+            # (refused: no attribute N)
         ]
         for op, kwargs in calls:
             try:
@@ -641,6 +650,7 @@ def test_conditions_parsed_once_per_request_decide_the_same(monkeypatch: pytest.
     assert plain[0] == "applied" and "conditional" in plain[2].lower()
     assert plain[6] == "applied" and plain[7]["n"] == {"N": "3"} and "conditional" in plain[8].lower()
     assert "unused" in plain[10].lower()  # the names and values found still reach the handler's check
+    assert [plain[i] == "applied" for i in (12, 14, 16, 18)] == [True, False, True, False]  # as marked
     assert 0 < len(parses) < plain_parses  # the backend's parse of a write reuses the handler's
 
 
@@ -746,3 +756,46 @@ def test_update_speedups_carry_no_verdict_across_names_case_or_keys(speedup: Any
     assert fast == plain
     verdicts = [plain[2 * i] == "applied" for i in range(len(DIFFERENTIAL_UPDATES))]
     assert [i for i, applied in enumerate(verdicts) if not applied] == [1, 3, 7, 12, 14, 16, 18, 20]  # as marked
+
+
+def test_definition_parsed_once_gives_each_text_its_own_program() -> None:
+    """Speed-up 3 keeps a validated program per definition text: an execution of one text never runs another's."""
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    texts = [json.dumps({"StartAt": name, "States": {name: {"Type": "Pass", "End": True}}})
+             for name in ("First", "Second", "second")]
+
+    def worker(text: str) -> Any:
+        class Worker:  # what `_get_evaluation_entrypoint` reads of an ExecutionWorker
+            class _evaluation_details:  # noqa: N801
+                class state_machine_details:  # noqa: N801
+                    definition = text
+
+        return Worker()
+
+    with definition_parsed_once():
+        for text in texts:
+            StepFunctionsParserBackend._validate_definition(definition=text)
+        started = [ExecutionWorker._get_evaluation_entrypoint(worker(text)).start_at.start_at_name
+                   for text in reversed(texts)]
+    assert started == ["second", "Second", "First"]
+
+
+def test_conditions_tokenized_once_tell_names_by_case() -> None:
+    """Speed-up 7 keeps the tokens of a text: texts that differ in a name's case are other texts (attribute names
+    are case-sensitive), decided as moto decides them."""
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    item = Item(DynamoType({"S": "k"}), None, {"pk": {"S": "k"}, "colour": {"S": "a"}, "Colour": {"S": "b"}})
+    texts = ["colour = :v", "Colour = :v", "COLOUR = :v", "attribute_exists(colour)", "attribute_exists(COLOUR)"]
+
+    def decide() -> list[bool]:
+        return [ConditionExpressionParser(text, None, {":v": {"S": "a"}}).parse().expr(item) for text in texts]
+
+    plain = decide()
+    with conditions_tokenized_once():
+        fast, again = decide(), decide()
+    assert fast == again == plain == [True, False, False, True, False]
+

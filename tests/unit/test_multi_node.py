@@ -52,7 +52,7 @@ def step(nodes: int, accelerators: str | None = None) -> PlanStep:
 
 def request(the_step: PlanStep, out: Path, name: str = "r1-01-train", **env: str) -> JobRequest:
     the_step = dataclasses.replace(the_step, argv=[*the_step.argv, str(out)])
-    return JobRequest(name=name, step=the_step, task_yaml="", env={"NPA_WORKFLOW_RUN_ID": "r1", **env})
+    return JobRequest(name=name, step=the_step, env={"NPA_WORKFLOW_RUN_ID": "r1", **env})
 
 
 def until(predicate, what: str, timeout: float = 30.0) -> None:

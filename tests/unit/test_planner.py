@@ -1,4 +1,4 @@
-"""The static planner (`build_plan`): control flow of language reference §3, assumptions §3.11."""
+"""The static planner (`build_plan`): control flow of docs/language.md ("States"), and `--assume-decision`."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ states:
 """
 
 
-# --- the reference's gate-loop example (§3.11) -----------------------------------------------
+# --- a gate loop under each assumed decision -------------------------------------------------------
 
 
 def test_gate_loop_under_loop_back_unrolls_the_full_budget():
@@ -874,7 +874,7 @@ def test_plan_json_profile_is_a_copy():
     assert p.steps[0].resources_profile == {"kubernetes": {"pod_config": {"labels": {"a": "b"}}}}
 
 
-# --- where a state's decision is read (§4.3) ------------------------------------------------------
+# --- where a state's decision is read (docs/decisions.md) -------------------------------------------
 
 DECISIONS = """\
 config:

@@ -300,7 +300,7 @@ def test_the_step_functions_scan_sees_a_raw_client_call() -> None:
 def test_a_ledger_wave_key_reads_back_through_the_report_and_the_cli() -> None:
     from npa_workflow.cli.run import _label
     from npa_workflow.ledger import WaveAttempt
-    from npa_workflow.local.report import loop_counters
+    from npa_workflow.run_report import loop_counters
 
     key = WaveKey("train", {"refine": 2, "outer": 1})
     wave = WaveAttempt(run_id="r", wave_key=key.format(), state="train", attempt=1)

@@ -1,4 +1,4 @@
-"""SkyPilot rendering (§6.2–§6.4), job names and wave keys (§7).
+"""SkyPilot rendering (docs/operating.md, `render`): one step, a pipeline, a JobGroup; job names and wave keys.
 
 The `skypilot`-marked tests load every kind of rendered document with SkyPilot's own loader.
 """
@@ -290,6 +290,24 @@ def test_with_secret_values_missing_value_names_secret_not_values() -> None:
     assert "hf_s3cr3t_value" not in str(info.value)
 
 
+def test_a_job_document_takes_its_secrets_values_only_where_it_is_written() -> None:
+    from npa_workflow.render import launch_job
+
+    job = launch_job(make_step(), workflow="demo", run_id="r1", loops={}, attempt=1, fence_sequence=1,
+                     secret_names=["HF_TOKEN", "NEBIUS_KEY"])
+    assert job.secret_names == ("HF_TOKEN", "NEBIUS_KEY")
+    real = {"HF_TOKEN": "hf_s3cr3t_value", "NEBIUS_KEY": "nb_s3cr3t_value", "UNUSED": "zzz_unused"}
+    filled = job.text(real)
+    assert docs(filled)[1]["secrets"] == {"HF_TOKEN": "hf_s3cr3t_value", "NEBIUS_KEY": "nb_s3cr3t_value"}
+    assert "zzz_unused" not in filled
+    # The document itself keeps the placeholders: what `render` shows, and the same text the values fill.
+    assert job.task["secrets"] == {"HF_TOKEN": SECRET_PLACEHOLDER, "NEBIUS_KEY": SECRET_PLACEHOLDER}
+    assert filled == with_secret_values(job.text(), real)
+    with pytest.raises(RenderError, match="no value for secret 'NEBIUS_KEY'") as info:
+        job.text({"HF_TOKEN": "hf_s3cr3t_value"})
+    assert "hf_s3cr3t_value" not in str(info.value)
+
+
 def test_setup_only_when_non_empty() -> None:
     assert "setup" not in task(make_step(setup=""))
     assert "setup" not in task(make_step(setup="  \n"))
@@ -555,6 +573,15 @@ class TestSkyPilotLoader:
         dag = dag_utils.load_dag_from_yaml_str(filled)
         assert dag.is_job_group()
         assert all(t.secrets["HF_TOKEN"].get_secret_value() == "hf_value" for t in dag.tasks)
+
+    def test_a_filled_job_document_loads(self, dag_utils: Any) -> None:
+        from npa_workflow.render import launch_job
+
+        job = launch_job(make_step("train"), workflow="demo", run_id="r1", loops={}, attempt=1, fence_sequence=1,
+                         secret_names=["HF_TOKEN"])
+        dag = dag_utils.load_dag_from_yaml_str(job.text({"HF_TOKEN": "hf_value"}))
+        [t] = dag.tasks
+        assert dag.name == job.name and t.secrets["HF_TOKEN"].get_secret_value() == "hf_value"
 
     def test_rendered_waves_load(self, dag_utils: Any) -> None:
         a, b, c = (make_step(s, group="sweep") for s in ("lr-a", "lr-b", "lr-c"))

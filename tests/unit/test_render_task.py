@@ -1,4 +1,4 @@
-"""The portable scheduler task document (§6.1)."""
+"""The portable scheduler task document (`render.task`)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from npa_workflow.adapters.skypilot_api import SkyPilotApi
 from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
 from npa_workflow.engine.ports import JobRequest, SubmitError, TrackedJob
 from npa_workflow.plan.model import PlanStep
-from npa_workflow.render.skypilot import render_batch
+from npa_workflow.render.skypilot import launch_job
 
 DOUBLE_PATH = Path(__file__).resolve().parents[1] / "integration" / "skypilot" / "double.py"
 
@@ -50,9 +50,9 @@ def request(name: str = "r1-01-train", secrets: tuple[str, ...] = ()) -> JobRequ
     step = PlanStep(state="train", iteration=None, loop_label="", argv=["python", "train.py"], shell="",
                     tool_ref="", resources="default", resources_profile={"cpus": 1}, outputs=[], inputs=[],
                     group="")
-    doc = render_batch([step], name=name, workflow="w", run_id="r1", fence_sequence=1, attempt=1,
-                       secret_names=secrets)
-    return JobRequest(name=name, step=step, task_yaml=doc, env={}, secret_names=secrets)
+    doc = launch_job(step, name=name, workflow="w", run_id="r1", loops={}, fence_sequence=1, attempt=1,
+                     secret_names=secrets)
+    return JobRequest(name=name, step=step, env=doc.envs, document=doc, secret_names=secrets)
 
 
 def follow(executor: SkyPilotExecutor, submission, rounds: int = 10):

@@ -1,4 +1,4 @@
-"""Token grammar and substitution (reference §2.1–2.2, with our JSON-scalar rendering)."""
+"""Token grammar and substitution (docs/language.md, "Tokens": JSON-scalar rendering)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Top-level rules (reference §1.1): apiVersion, kind, metadata, config/run/resources shape,
+"""Top-level rules (docs/language.md, "The document"): apiVersion, kind, metadata, config/run/resources shape,
 states, initial, the terminal requirement and the graph checks (needs, next/goto, sequence)."""
 
 from __future__ import annotations

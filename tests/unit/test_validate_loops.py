@@ -1,4 +1,4 @@
-"""`loop` (reference §1.4, §2.9): shape, `max` integer forms, `until`, and `--var` overrides."""
+"""`loop` (docs/language.md, "States"): shape, `max` integer forms, `until`, and `--var` overrides."""
 
 from __future__ import annotations
 

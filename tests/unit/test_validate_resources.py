@@ -1,4 +1,4 @@
-"""Resource profiles (reference §1.3): shape, lookup by state, accelerators, num_nodes, tokens."""
+"""Resource profiles (docs/language.md): shape, lookup by state, accelerators, num_nodes, tokens."""
 
 from __future__ import annotations
 

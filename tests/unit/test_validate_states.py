@@ -1,4 +1,4 @@
-"""State fields (reference §1.4): run, toolRef, sequence, parallel groups, params, trigger,
+"""State fields (docs/language.md, "States"): run, toolRef, sequence, parallel groups, params, trigger,
 transitions, next and unknown keys. Loops are in test_validate_loops.py."""
 
 from __future__ import annotations

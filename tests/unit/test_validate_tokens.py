@@ -1,4 +1,4 @@
-"""Token checks at validation (reference §2.6 and the deliberate differences): unknown scopes,
+"""Token checks at validation (docs/language.md, "Tokens", and where we are stricter): unknown scopes,
 transforms, unknown config/run/loop/state tokens, and non-scalar values in commands."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Waves (language reference §7): folding the flat plan into submit units, and batching groups."""
+"""Waves: folding the flat plan into submit units (one per step, or per batch of a group), and batching groups."""
 
 from __future__ import annotations
 

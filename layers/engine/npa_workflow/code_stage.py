@@ -7,12 +7,11 @@ digest names its content).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from npa_workflow.render.code import CODE_PREFIX, MANIFEST, CodeBundle
+from npa_workflow.render.code import CODE_PREFIX, MANIFEST, CodeBundle, manifest_json
 
 
 def stage_code(s3: Any, bucket: str, bundle: CodeBundle) -> tuple[str, bool]:
@@ -26,6 +25,5 @@ def stage_code(s3: Any, bucket: str, bundle: CodeBundle) -> tuple[str, bool]:
             raise
     for rel, path, _ in bundle.files:
         s3.put_object(Bucket=bucket, Key=prefix + rel, Body=path.read_bytes())
-    manifest = {"digest": bundle.digest, "files": [{"path": rel, "executable": x} for rel, _, x in bundle.files]}
-    s3.put_object(Bucket=bucket, Key=prefix + MANIFEST, Body=json.dumps(manifest, indent=1).encode("utf-8"))
+    s3.put_object(Bucket=bucket, Key=prefix + MANIFEST, Body=manifest_json(bundle))
     return bundle.uri(bucket), True

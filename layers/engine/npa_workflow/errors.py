@@ -60,3 +60,9 @@ class SpecError(Exception):
             return p if p.file else Problem(p.path, p.message, p.hint, p.severity, file)
 
         return SpecError([stamp(p) for p in self.problems], [stamp(w) for w in self.warnings])
+
+
+class WiringError(RuntimeError):
+    """The environment does not describe an engine (a variable a function's configuration sets is missing or
+    wrong). Here, not in `npa_workflow.wiring`, so the engine modules that read settings can raise it without
+    importing the module that builds the adapters."""

@@ -82,10 +82,9 @@ class StackClient:
     def local(cls, endpoint_url: str) -> StackClient:
         import boto3
 
-        from npa_workflow.local.runtime import ENGINE_BUCKET, LEDGER_TABLE
-
         session = boto3.session.Session(region_name=LOCAL_REGION, **LOCAL_CREDENTIALS)
-        return cls(session, bucket=ENGINE_BUCKET, ledger_table=LEDGER_TABLE, endpoint_url=endpoint_url.rstrip("/"))
+        return cls(session, bucket=stack_outputs.LOCAL_BUCKET, ledger_table=stack_outputs.LOCAL_LEDGER_TABLE,
+                   endpoint_url=endpoint_url.rstrip("/"))
 
     @classmethod
     def cloud(cls, *, stack: str | None = None, bucket: str | None = None, ledger_table: str | None = None,
@@ -214,11 +213,10 @@ class StackClient:
             time.sleep(poll)
 
     def report(self, run_id: str) -> dict[str, Any]:
-        """The run report of `npa-workflow run --json` (`local.report.build_report`), from the stack."""
+        """The run report of `npa-workflow run --json` (`run_report.build_report`), from the stack."""
         from npa_workflow.adapters.s3_store import S3Store
         from npa_workflow.engine.runs import RunStore
-        from npa_workflow.local.report import build_report
-        from npa_workflow.local.runtime import ledger_items
+        from npa_workflow.run_report import build_report, ledger_items
 
         record = self.run(run_id)
         frozen = RunStore(S3Store(self.s3), self.bucket).load(run_id)
@@ -278,10 +276,17 @@ class StackClient:
     def _stop(self, execution_arn: str) -> bool:
         return self.executions.stop(execution_arn, RUN_CANCELLED, "cancelled with npa-workflow cancel")
 
-    def resume(self, run_id: str) -> dict[str, Any]:
+    def resume(self, run_id: str, code: tuple[str, str] | None = None) -> dict[str, Any]:
         """RedriveExecution where it continues real work (an ABORTED/TIMED_OUT execution: `engine.resume_plan`);
         otherwise — every FAILED run, or a service without redrive — a new execution `<run>-r<n>` of the same
-        state machine with the same input (its launches replay succeeded waves)."""
+        state machine with the same input (its launches replay succeeded waves).
+
+        `code`: (URI, digest) of step code staged for the resume (`resume --restage`): when it is not the run's,
+        the frozen run is pointed at it and the change recorded (`engine.restage`), and the resume is always a new
+        execution (a redrive keeps the execution whose Lambdas may hold the run's old options)."""
+        from npa_workflow.engine.restage import restage
+        from npa_workflow.engine.runs import RunStore
+
         record = self.run(run_id)
         if record.status == RunStatus.RUNNING:
             raise StackError(f"run {run_id!r} is still RUNNING: nothing to resume")
@@ -297,6 +302,12 @@ class StackClient:
             raise StackError(f"run {run_id!r}: its execution is still RUNNING (the ledger will follow): nothing to "
                              "resume yet")
         plan = plan_resume(execution)
+        runs = RunStore(S3Store(self.s3), self.bucket)
+        current = runs.options(run_id) if code is not None else None
+        new_code = current is not None and (current.code_uri, current.code_digest) != code
+        if new_code:
+            plan = ResumePlan(NEW_EXECUTION, "the step code was re-staged: a new execution replays the succeeded "
+                                             "waves and runs the others in the new code")
         self.ledger.clear_cancel(run_id)  # an earlier cancel must not make the resumed run's launches refuse
         if plan.mode == REDRIVE and self.endpoint_url:
             # moto (a local serve) does not implement RedriveExecution: asking it only makes the server log a
@@ -313,11 +324,13 @@ class StackClient:
                 plan = ResumePlan(NEW_EXECUTION, "the service refused the redrive: a new execution replays the "
                                                  "succeeded waves")
         self._check_pinned_definition(record, execution.machine_arn)
+        changed = restage(runs, self.ledger, run_id, *code) if new_code and code is not None else None
         name = next_execution_name(run_id, execution.name)
         arn = self.executions.start(execution.machine_arn, name, execution.input or "{}")
         self.ledger.update_run_status(run_id, RunStatus.RUNNING, execution_arn=arn)
         return {"run_id": run_id, "execution_arn": arn, "redriven": False, "execution_name": name,
-                "reason": plan.reason}
+                "reason": plan.reason,
+                **({"code": {"from": changed[0], "to": changed[1], "uri": code[0]}} if changed and code else {})}
 
 
     def _check_pinned_definition(self, record: RunRecord, machine_arn: str) -> None:
@@ -410,8 +423,7 @@ class RunFollower:
         return report
 
     def _build(self, record: RunRecord, status: str) -> dict[str, Any]:
-        from npa_workflow.local.report import build_report
-        from npa_workflow.local.runtime import ledger_items
+        from npa_workflow.run_report import build_report, ledger_items
 
         ended = status != "RUNNING"
         arn = record.execution_arn or ""

@@ -22,6 +22,16 @@ class SecretMissing(Exception):
     """A named secret has no value. The message names the secret, never a value."""
 
 
+class SecretUnreadable(Exception):
+    """The step-secrets secret is not there to read (deleted, not a JSON object, not readable by this role).
+    The message names the secret, never a value."""
+
+
+# Secrets Manager's answers that say the secret is not there for this caller (not a blip to retry).
+_NOT_THERE = frozenset({"ResourceNotFoundException", "AccessDeniedException", "DecryptionFailure",
+                        "InvalidRequestException"})
+
+
 class EnvironmentSecrets:
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = os.environ if environ is None else environ
@@ -65,27 +75,48 @@ class SecretsManagerSecrets:
 
     def presence(self, names: Sequence[str]) -> tuple[list[str], list[str]] | None:
         """(missing, too short to redact) of `names` among the secret's keys, for the inbox's preflight
-        (engine.preflight): no value leaves this method. None when the secret cannot be read here."""
+        (engine.preflight): no value leaves this method. Raises SecretUnreadable when the secret is not there
+        to read (deleted, not a JSON object, this role may not read it): the launch could not read it either.
+        None when it cannot be read just now (network, throttling): no verdict, the launch says."""
         from npa_workflow.redact import MIN_SECRET_LENGTH
 
-        values = self.values_for_redaction()
-        if not values and self._all is None:
-            return None
+        if self._all is None:
+            try:
+                self._all = self._read_all()
+            except SecretUnreadable:
+                raise
+            except Exception:  # noqa: BLE001 - a blip of the service: the launch reads it again and says
+                return None
+        values = self._all
         missing = [n for n in names if not values.get(n)]
         return missing, [n for n in names if values.get(n) and len(values[n]) < MIN_SECRET_LENGTH]
+
+    def _read_all(self) -> dict[str, str]:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("secretsmanager")
+        try:
+            body = self._client.get_secret_value(SecretId=self.secret_arn).get("SecretString") or "{}"
+        except Exception as exc:
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+            if code in _NOT_THERE:
+                raise SecretUnreadable(f"{self.secret_arn} cannot be read ({code})") from None
+            raise
+        try:
+            values = json.loads(body)
+        except ValueError:
+            values = None
+        if not isinstance(values, dict):
+            raise SecretUnreadable(f"{self.secret_arn} is not a JSON object of NAME: value")
+        return {str(k): str(v) for k, v in values.items()}
 
     def values_for_redaction(self) -> dict[str, str]:
         """Every value of the step-secrets object (read once per process): a job may have had any of them.
         Unreadable (no permission, no network) → nothing to redact with, never an error of the caller."""
         if self._all is None:
             try:
-                if self._client is None:
-                    import boto3
-
-                    self._client = boto3.client("secretsmanager")
-                body = self._client.get_secret_value(SecretId=self.secret_arn).get("SecretString") or "{}"
-                values = json.loads(body)
-                self._all = {str(k): str(v) for k, v in values.items()} if isinstance(values, dict) else {}
+                self._all = self._read_all()
             except Exception:  # noqa: BLE001 - redaction is best effort on top of never storing values
                 return {}
         return dict(self._all)

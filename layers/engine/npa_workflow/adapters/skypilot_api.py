@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from npa_workflow.engine import budget
+from npa_workflow.protocol import environment
 
 __all__ = [
     "API_VERSION",
@@ -70,9 +71,7 @@ SKYPILOT_VERSION = "0.14.1"
 DEFAULT_USER_ID = "npawflow"
 DEFAULT_USER_NAME = "npa-workflow"
 
-ENV_ENDPOINT = "SKYPILOT_API_SERVER_ENDPOINT"
 ENV_TOKEN = "SKYPILOT_SERVICE_ACCOUNT_TOKEN"
-ENV_TOKEN_SECRET_ARN = "SKYPILOT_TOKEN_SECRET_ARN"
 
 REQUEST_ID_HEADER = "x-skypilot-request-id"
 
@@ -697,12 +696,12 @@ class SkyPilotApi:
         ``SKYPILOT_SERVICE_ACCOUNT_TOKEN`` (local development), otherwise there is none.
         """
         env = os.environ if environ is None else environ
-        endpoint = (env.get(ENV_ENDPOINT) or "").strip()
+        endpoint = (env.get(environment.SKYPILOT_ENDPOINT) or "").strip()
         if not endpoint:
             raise SkyPilotError(
-                f"{ENV_ENDPOINT} is not set: set it to the SkyPilot API server URL, e.g. https://skypilot.example.com"
+                f"{environment.SKYPILOT_ENDPOINT} is not set: set it to the SkyPilot API server URL, e.g. https://skypilot.example.com"
             )
-        secret_arn = (env.get(ENV_TOKEN_SECRET_ARN) or "").strip()
+        secret_arn = (env.get(environment.SKYPILOT_TOKEN_SECRET_ARN) or "").strip()
         if secret_arn:
             token: str | None = _token_from_secrets_manager(secret_arn)
         else:
@@ -739,8 +738,10 @@ class SkyPilotApi:
             )
         return info
 
-    def launch(self, task_yaml: str, name: str) -> str:
-        """Submit a managed job named exactly ``name``; returns the server's request id.
+    def launch(self, task_yaml: str, name: str, *, named: bool = False) -> str:
+        """Submit a managed job named exactly ``name``; returns the server's request id. ``named``: the caller
+        wrote the header document that names the job ``name`` (``render.JobDocument`` does), so the YAML is
+        sent as it is; otherwise it is read to name the job (:func:`with_job_name`).
 
         The request takes 10–40 s (minutes when a controller VM must be provisioned): poll it
         with :meth:`request_status` / :meth:`launched_job_ids`, never wait for it in one
@@ -748,7 +749,9 @@ class SkyPilotApi:
         :class:`SkyPilotUnavailable` with ``maybe_received=True`` (reconcile with
         :meth:`find_jobs_by_name` before launching again); a launch is never retried blindly.
         """
-        body = {"task": with_job_name(task_yaml, name), "name": name}
+        if not name or not isinstance(name, str):
+            raise ValueError("a managed job needs a non-empty name")
+        body = {"task": task_yaml if named else with_job_name(task_yaml, name), "name": name}
         return self._submit("/jobs/launch", body, idempotent=False)
 
     def request_status(self, request_ids: Sequence[str]) -> dict[str, str]:

@@ -61,14 +61,14 @@ class SkyPilotExecutor:
             existing = self.api.find_jobs_by_name(job.name)
             if existing:
                 return Submission(job_id=str(min(r.job_id for r in existing)))
-            document = job.task_yaml
-            if job.secret_names:
-                # Here, not at the top: watch, cleanup and reap build this executor but never submit, and
-                # rendering brings in PyYAML (~15 ms of their cold start).
-                from npa_workflow.render.skypilot import with_secret_values
-
-                document = with_secret_values(job.task_yaml, self.secrets.resolve(job.secret_names))
-            return Submission(request_id=self.api.launch(str(document), job.name))
+            document = job.document
+            if document is None or document.name != job.name:
+                raise SubmitError(f"job {job.name!r}: no SkyPilot document of that name to launch", "configuration")
+            # The secrets' values go in as the document is written, once, right before it is sent; its header
+            # names the job, so the client sends the text as it is.
+            names = document.secret_names
+            text = document.text(self.secrets.resolve(names) if names else None)
+            return Submission(request_id=self.api.launch(text, job.name, named=True))
         except SecretMissing as exc:
             raise SubmitError(str(exc), "configuration") from None
         except SkyPilotUnavailable as exc:  # a 503's reason quotes the server's (or a proxy's) body, as below

@@ -13,14 +13,13 @@ import os
 from collections.abc import Mapping
 
 from npa_workflow.adapters.skypilot_api import (
-    ENV_ENDPOINT,
     ENV_TOKEN,
-    ENV_TOKEN_SECRET_ARN,
     SkyPilotApi,
     SkyPilotAuthError,
     SkyPilotError,
     SkyPilotUnavailable,
 )
+from npa_workflow.protocol import environment
 
 PREFLIGHT_CONNECT_SECONDS = 3.0
 PREFLIGHT_READ_SECONDS = 10.0
@@ -34,8 +33,9 @@ def preflight(endpoint: str | None, environ: Mapping[str, str] | None = None) ->
     """Check the server at `endpoint` (default `$SKYPILOT_API_SERVER_ENDPOINT`); returns its version line."""
     env = dict(os.environ if environ is None else environ)
     if endpoint:
-        env[ENV_ENDPOINT] = endpoint
-    has_token = bool((env.get(ENV_TOKEN) or "").strip() or (env.get(ENV_TOKEN_SECRET_ARN) or "").strip())
+        env[environment.SKYPILOT_ENDPOINT] = endpoint
+    has_token = bool((env.get(ENV_TOKEN) or "").strip()
+                     or (env.get(environment.SKYPILOT_TOKEN_SECRET_ARN) or "").strip())
     try:
         api = SkyPilotApi.from_environment(env, connect_timeout=PREFLIGHT_CONNECT_SECONDS,
                                            read_timeout=PREFLIGHT_READ_SECONDS, retry_deadline=0.0,

@@ -17,6 +17,8 @@ from typing import Annotated
 
 import typer
 
+from npa_workflow.protocol import environment
+
 jobs_app = typer.Typer(help="Act on one job by its exact id (local or SkyPilot).", no_args_is_help=True)
 
 
@@ -48,12 +50,12 @@ def cancel_local(job_id: str, grace: float, timeout: float) -> str:
 
 
 def cancel_skypilot(job_id: int, endpoint: str | None) -> str:
-    from npa_workflow.adapters.skypilot_api import ENV_ENDPOINT, SkyPilotApi
+    from npa_workflow.adapters.skypilot_api import SkyPilotApi
 
     if not endpoint:
         raise LookupError(f"job {job_id} is a SkyPilot managed job: name the API server with --skypilot-endpoint "
-                          f"URL or ${ENV_ENDPOINT}")
-    api = SkyPilotApi.from_environment({**os.environ, ENV_ENDPOINT: endpoint})
+                          f"URL or ${environment.SKYPILOT_ENDPOINT}")
+    api = SkyPilotApi.from_environment({**os.environ, environment.SKYPILOT_ENDPOINT: endpoint})
     api.cancel([job_id])
     rows = api.queue([job_id])
     if not rows:
@@ -70,7 +72,7 @@ def jobs_cancel_command(
     timeout: Annotated[float, typer.Option("--timeout", min=1, max=3600,
                                            help="Seconds to wait until no process of the job is left")] = 30.0,
     skypilot_endpoint: Annotated[str | None, typer.Option("--skypilot-endpoint",
-                                                          envvar="SKYPILOT_API_SERVER_ENDPOINT",
+                                                          envvar=environment.SKYPILOT_ENDPOINT,
                                                           help="SkyPilot API server URL (for a numeric id)")]
     = None,
 ) -> None:

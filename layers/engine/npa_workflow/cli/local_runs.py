@@ -82,7 +82,7 @@ class LocalRunFollower:
             return done
         from npa_workflow.cli.logs import local_run_spec
         from npa_workflow.embedded_aws.durable_aws import run_ledger_items
-        from npa_workflow.local.report import build_report
+        from npa_workflow.run_report import build_report
 
         if self._loaded is None:
             self._loaded = local_run_spec(self.run_dir)

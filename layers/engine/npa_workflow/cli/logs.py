@@ -34,6 +34,8 @@ from typing import Annotated, Any
 
 import typer
 
+from npa_workflow.protocol import environment
+
 DEFAULT_TAIL_BYTES = 64 * 1024
 FOLLOW_POLL_SECONDS = 0.5
 
@@ -109,14 +111,14 @@ def logs_home() -> Path:
 
 
 def loops_of_spec(loaded: Any) -> dict[str, list[str]]:
-    from npa_workflow.local.report import enclosing_loops
+    from npa_workflow.run_report import enclosing_loops
 
     return enclosing_loops(loaded) if loaded is not None else {}
 
 
 def wave_round(wave: Any, loops_of: dict[str, list[str]]) -> int | None:
     """A wave's loop round: its leaf-loop iteration, else its innermost looped sequence's counter."""
-    from npa_workflow.local.report import loop_counters, wave_iteration
+    from npa_workflow.run_report import loop_counters, wave_iteration
 
     if loops_of:
         return wave_iteration(wave, loops_of)
@@ -208,10 +210,10 @@ def select(sources: list[LogSource], state: str | None, iteration: int | None, a
 
 def skypilot_client(endpoint: str) -> Any:
     """The SkyPilot API client for this endpoint, its token from the environment (as `run --executor skypilot`)."""
-    from npa_workflow.adapters.skypilot_api import ENV_ENDPOINT, SkyPilotApi, SkyPilotError
+    from npa_workflow.adapters.skypilot_api import SkyPilotApi, SkyPilotError
 
     try:
-        return SkyPilotApi.from_environment({**os.environ, ENV_ENDPOINT: endpoint})
+        return SkyPilotApi.from_environment({**os.environ, environment.SKYPILOT_ENDPOINT: endpoint})
     except (SkyPilotError, ValueError) as exc:
         _err(f"npa-workflow logs: error: --skypilot-endpoint: {exc}")
         raise typer.Exit(2) from None
@@ -417,7 +419,7 @@ def logs_command(
     stack: Annotated[str | None, typer.Option("--stack", help="A deployed stack (CloudFormation name)")] = None,
     region: Annotated[str | None, typer.Option("--region", help="AWS region (with --stack)")] = None,
     skypilot_endpoint: Annotated[str | None, typer.Option(
-        "--skypilot-endpoint", envvar="SKYPILOT_API_SERVER_ENDPOINT",
+        "--skypilot-endpoint", envvar=environment.SKYPILOT_ENDPOINT,
         help="SkyPilot API server URL: reads a SkyPilot job's log by exact id (token: "
              "$SKYPILOT_SERVICE_ACCOUNT_TOKEN)")] = None,
 ) -> None:

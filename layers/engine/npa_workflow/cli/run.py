@@ -31,6 +31,7 @@ from npa_workflow.cli.common import (
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.cli.progress import live_table, plan_states, print_summary, shown_status, wave_dicts
 from npa_workflow.errors import SpecError
+from npa_workflow.protocol import environment
 from npa_workflow.protocol.keys import WaveKey
 
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
@@ -210,7 +211,7 @@ def run_command(
     ] = "local",
     skypilot_endpoint: Annotated[
         str | None,
-        typer.Option("--skypilot-endpoint", envvar="SKYPILOT_API_SERVER_ENDPOINT",
+        typer.Option("--skypilot-endpoint", envvar=environment.SKYPILOT_ENDPOINT,
                      help="SkyPilot API server URL (with --executor skypilot); token: $SKYPILOT_SERVICE_ACCOUNT_TOKEN"),
     ] = None,
     allow_unknown_keys: AllowUnknownKeysOpt = False,

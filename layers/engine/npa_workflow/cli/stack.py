@@ -248,31 +248,44 @@ def _refused_before_staging(document: dict[str, Any], spec: str, client: Any, va
     return []
 
 
-def _with_code(document: dict[str, Any], spec: Path, client: Any, allow_outside: bool = False) -> dict[str, Any]:
-    """Stage the spec's step code under `code/<digest>/` (once per content) and name it in the run request."""
+def _stage(command: str, spec: Path, client: Any, allow_outside: bool = False,
+           inline: dict[str, Any] | None = None) -> tuple[str, str]:
+    """Stage the spec's step code under `code/<digest>/` of the stack's bucket (once per content); (URI, digest).
+    `inline`: the spec document, when it is already read (its `workdir`); else the file is read."""
     from npa_workflow.code_stage import stage_code
     from npa_workflow.render.code import CodeError, code_bundle, code_root
     from npa_workflow.spec.catalog import find_catalog, load_catalog_file
 
+    if inline is None:
+        from npa_workflow.spec.loader import load_yaml_file
+
+        inline = load_yaml_file(spec)
+        inline = inline if isinstance(inline, dict) else {}
     catalog_path = find_catalog(None, spec)
     workdir = load_catalog_file(catalog_path).workdir if catalog_path else ""
-    inline = document["spec"] if isinstance(document.get("spec"), dict) else document  # the spec itself
     spec_workdir = inline.get("workdir") if isinstance(inline.get("workdir"), str) else ""  # else the inbox says
     root = code_root(spec, workdir, catalog_path, spec_workdir)
     home = spec.resolve().parent
     if not allow_outside and not root.is_relative_to(home):
         source = "the spec's workdir" if spec_workdir else f"the tool catalog's workdir ({catalog_path})"
-        raise _StackProblem(f"{source} {root} is outside the spec's folder {home}: submit would upload it",
+        raise _StackProblem(f"{source} {root} is outside the spec's folder {home}: {command} would upload it",
                             "keep the steps' code in the spec's folder, or pass --allow-outside-workdir to ship it")
     try:
         bundle = code_bundle(root)
     except CodeError as exc:
-        raise _StackProblem(str(exc), "or pass --no-code") from None
+        raise _StackProblem(str(exc), "or pass --no-code" if command == "submit" else "fix the folder") from None
+    uri, uploaded = stage_code(client.s3, client.bucket, bundle)
+    _err(f"npa-workflow {command}: code {bundle.root} -> {uri} "
+         f"({f'{len(bundle.files)} file(s) uploaded' if uploaded else 'unchanged: reused'})")
+    return uri, bundle.digest
+
+
+def _with_code(document: dict[str, Any], spec: Path, client: Any, allow_outside: bool = False) -> dict[str, Any]:
+    """Stage the spec's step code and name it in the run request."""
     from npa_workflow.engine.inbox import RUN_REQUEST_API
 
-    uri, uploaded = stage_code(client.s3, client.bucket, bundle)
-    _err(f"npa-workflow submit: code {bundle.root} -> {uri} "
-         f"({f'{len(bundle.files)} file(s) uploaded' if uploaded else 'unchanged: reused'})")
+    inline = document["spec"] if isinstance(document.get("spec"), dict) else document  # the spec itself
+    uri, _ = _stage("submit", spec, client, allow_outside, inline)
     request = document if document.get("apiVersion") == RUN_REQUEST_API else {"apiVersion": RUN_REQUEST_API,
                                                                               "spec": document}
     return {**request, "options": {**request.get("options", {}), "codeUri": uri}}
@@ -503,17 +516,50 @@ def cancel_command(
 
 def resume_command(
     run: Annotated[str, typer.Argument(help="Run id", show_default=False)],
+    restage: Annotated[Path | None, typer.Option(
+        "--restage", metavar="SPEC", help="Stage the step code of SPEC (its workdir, else its folder, as submit "
+                                          "does) and resume with it: the re-run steps start in the fixed code")]
+    = None,
+    allow_outside_workdir: Annotated[bool, typer.Option(
+        "--allow-outside-workdir", help="With --restage: ship a workdir outside the spec's folder")] = False,
     endpoint: EndpointOpt = None, stack: StackOpt = None, bucket: BucketOpt = None, region: RegionOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Resume a failed or aborted run: redrive its execution, else a new execution that replays succeeded waves."""
     _named_stack("resume", endpoint, stack, bucket, _LOCAL_RUN_HINT)
-    result = _on_stack("resume", lambda client: client.resume(run), endpoint, stack, bucket, region)
+
+    def resume(client: Any) -> Any:
+        code = _restaged("resume", run, restage, client, allow_outside_workdir) if restage is not None else None
+        return client.resume(run, code=code)
+
+    result = _on_stack("resume", resume, endpoint, stack, bucket, region)
     if as_json:
         print_json(result)
-    else:
-        how = "redriven" if result["redriven"] else f"new execution {result.get('execution_name')}"
-        sys.stdout.write(f"{run}: resumed ({how})\n")
+        return
+    how = "redriven" if result["redriven"] else f"new execution {result.get('execution_name')}"
+    if "code" in result:
+        change = result["code"]
+        how += f"; step code {change['from'][:12] or '(none)'} -> {change['to'][:12]}"
+    elif restage is not None:
+        how += "; step code unchanged"
+    sys.stdout.write(f"{run}: resumed ({how})\n")
+
+
+def _restaged(command: str, run: str, spec: Path, client: Any, allow_outside: bool) -> tuple[str, str]:
+    """`--restage SPEC`: the run's own spec (its metadata.name), its code staged; (URI, digest)."""
+    from npa_workflow.spec.loader import load_yaml_file
+
+    try:
+        doc = load_yaml_file(spec)
+    except SpecError as exc:  # a path that is not a readable spec file: its one line, nothing staged
+        first = exc.problems[0]
+        raise _StackProblem(f"--restage {spec}: {first.message}", first.hint or "name the spec file") from None
+    name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
+    workflow = client.run(run).workflow
+    if name != workflow:
+        raise _StackProblem(f"--restage {spec}: it is the spec of workflow {name!r}, run {run!r} is of "
+                            f"{workflow!r}", f"name the spec run {run!r} was submitted from")
+    return _stage(command, spec, client, allow_outside, doc)
 
 
 # ------------------------------------------------------------------------------------------------ list

@@ -53,8 +53,6 @@ from npa_workflow.spec.ints import resolve_bounded, yaml_bool
 from npa_workflow.spec.model import State
 from npa_workflow.spec.validate import LoadedSpec
 
-WAVE_FAILED = errors.WAVE_FAILED
-WAVE_INFRA_FAILED = errors.WAVE_INFRASTRUCTURE_FAILED
 MAX_RETRIES = 20  # a state's `retries` (ASL MaxAttempts allows 99999; more than this is a loop, not a retry)
 # Where a wave Task reads the run's deadline (`execution_input`): top level, and inside a Map's items.
 DEADLINE_PATH = "$.run.deadline"
@@ -71,9 +69,8 @@ MEMBER_DEADLINE_PATH = "$.deadline"
 # unreserved concurrency (protocol/functions.py), so a throttled launch waits up to 2+4+8+16+32 s and then 60 s
 # per attempt, about 26 minutes in all (13 expected under full jitter), and the group is delayed, not failed
 # (docs/deploy.md, "Concurrency", has the arithmetic; its Map keeps ToleratedFailureCount 0 for real failures).
-LAMBDA_SERVICE_ERRORS = errors.LAMBDA_SERVICE_ERRORS
 LAMBDA_RETRY: dict[str, Any] = {
-    "ErrorEquals": list(LAMBDA_SERVICE_ERRORS),
+    "ErrorEquals": list(errors.LAMBDA_SERVICE_ERRORS),
     "IntervalSeconds": 2,
     "MaxAttempts": 30,
     "BackoffRate": 2.0,
@@ -104,7 +101,7 @@ def _task(resource_fn: str, payload: dict[str, Any], *, wait: bool, model: type[
         "Type": "Task",
         "Resource": "arn:aws:states:::lambda:invoke" + (".waitForTaskToken" if wait else ""),
         "Parameters": {"FunctionName": resource_fn, "Payload": check_payload(model, payload)},
-        "Retry": [dict(LAMBDA_RETRY, ErrorEquals=list(LAMBDA_SERVICE_ERRORS))],
+        "Retry": [dict(LAMBDA_RETRY, ErrorEquals=list(errors.LAMBDA_SERVICE_ERRORS))],
     }
 
 
@@ -188,12 +185,12 @@ class _Compiler:
         retry = task["Retry"]
         retries = self.state_retries(st)
         if retries > 0:
-            retry.append({"ErrorEquals": [WAVE_FAILED], "MaxAttempts": retries,
+            retry.append({"ErrorEquals": [errors.WAVE_FAILED], "MaxAttempts": retries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
         if self.opt.max_infrastructure_recoveries > 0:
             # Wave.Lost: the scheduler no longer knows the job (its server lost its state): an infrastructure
             # failure like any other, retried on the same budget — the relaunch is a new attempt, a new job name.
-            retry.append({"ErrorEquals": [WAVE_INFRA_FAILED, errors.WAVE_LOST],
+            retry.append({"ErrorEquals": [errors.WAVE_INFRASTRUCTURE_FAILED, errors.WAVE_LOST],
                           "MaxAttempts": self.opt.max_infrastructure_recoveries,
                           "IntervalSeconds": self.opt.retry_interval_seconds, "BackoffRate": self.opt.retry_backoff})
         return task

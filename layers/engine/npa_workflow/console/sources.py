@@ -230,8 +230,7 @@ class StackSource(_Counting):
 
     def read(self, run_id: str) -> RunData | None:
         from npa_workflow.ledger import RunRecord
-        from npa_workflow.local.report import build_report
-        from npa_workflow.local.runtime import ledger_items
+        from npa_workflow.run_report import build_report, ledger_items
 
         self._count(run_id)
         items = ledger_items(self.client.ledger, run_id)

@@ -76,8 +76,8 @@ def spec_view(loaded: Any, assume_minutes: float = 0.0) -> SpecView | None:
     from npa_workflow.compile.asl import compile_spec
     from npa_workflow.compute_cost import step_units
     from npa_workflow.graph.model import build_graph
-    from npa_workflow.local.report import enclosing_loops
     from npa_workflow.plan.planner import build_plan
+    from npa_workflow.run_report import enclosing_loops
 
     graph = build_graph(loaded, compile_spec(loaded))
     units: dict[str, dict[str, float]] = {}

@@ -24,9 +24,10 @@ The DynamoDB hooks also serialize writes: DynamoDB applies a conditional write a
 server checks the condition and writes without a lock, each request on its own thread. The ledger's launch lock
 and "only the first finish counts" rely on that atomicity.
 
-Seams (moto 5.2.5, checked by `embedded_aws.moto_lambda`): ``DynamoDBBackend.put_item/update_item/delete_item/
-transact_write_items`` (``batch_write_item`` calls put/delete), ``S3Backend.put_object`` (multipart completion
-and copy call it) and ``S3Backend.delete_object`` (``delete_objects`` calls it), ``S3Backend.create_bucket``.
+Seams (moto 5.2.5, the version `embedded_aws.moto_lambda` refuses to run without):
+``DynamoDBBackend.put_item/update_item/delete_item/transact_write_items`` (``batch_write_item`` calls put/delete),
+``S3Backend.put_object`` (multipart completion and copy call it) and ``S3Backend.delete_object``
+(``delete_objects`` calls it), ``S3Backend.create_bucket``.
 """
 
 from __future__ import annotations

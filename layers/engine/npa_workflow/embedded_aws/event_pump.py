@@ -1,10 +1,11 @@
 """The twin's event sources: the events AWS would send, in AWS's shapes, delivered to the deployed functions.
 
-In the cloud, EventBridge invokes three functions asynchronously: the inbox and the trigger on S3 "Object
-Created" (the bucket has EventBridge notifications on), reap on "Step Functions Execution Status Change", watch
-on a schedule. :class:`EventPump` builds those events and invokes the functions deployed on moto through the
-Lambda API (so the real handler runs, with its deployed configuration and timeout: `embedded_aws.moto_lambda`), with
-the semantics of an asynchronous invocation:
+In the cloud, EventBridge invokes four functions asynchronously (`infra/events.py`): the inbox and the trigger on
+S3 "Object Created" (the bucket has EventBridge notifications on), reap on "Step Functions Execution Status
+Change", watch on a schedule. Here `local.runtime` and `local.serve` say when each event happens (a tick, a job's
+exit, an ended execution, an object the durable layer recorded). :class:`EventPump` builds those events and
+invokes the functions deployed on moto through the Lambda API (so the real handler runs, with its deployed
+configuration and timeout: `embedded_aws.moto_lambda`), with the semantics of an asynchronous invocation:
 
 - a function error is retried twice (AWS: 2 retries by default, about 1 and 2 minutes apart; here
   `retry_delays`), then the event goes to the on-failure destination, here a JSON-lines file whose records

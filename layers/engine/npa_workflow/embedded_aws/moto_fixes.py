@@ -1,5 +1,8 @@
-"""Where moto 5.2.5's Step Functions interpreter differs from AWS, the twin behaves as AWS does: every patch of
-moto's interpreter lives here, each naming the AWS behaviour it restores and the seam it uses.
+"""Where moto 5.2.5's Step Functions interpreter differs from AWS, the twin behaves as AWS does: every correction of
+an answer of moto's interpreter lives here, each naming the AWS behaviour it restores and the seam it uses. (moto's
+interpreter is patched elsewhere for speed, the same answers: `embedded_aws.moto_speedups`; and for what a runtime on
+one machine needs: waits that do not count a paused process, `embedded_aws.pause_aware_waits`; an execution's end
+told, `embedded_aws.execution_ends`; a stop remembered, `local.serve.record_stops`.)
 
 `moto_fixes()` applies them all for as long as a local stack lives (moto's classes are process-wide):
 
@@ -29,6 +32,8 @@ moto's interpreter lives here, each naming the AWS behaviour it restores and the
 
 The tests name each behaviour, one per documented sentence, with generic ASL:
 tests/integration/test_moto_lambda_adapter.py (the interpreter alone) and tests/e2e/test_moto_fixes.py (runs).
+Each fix also has a canary there (`test_canary_moto_*`): the same probe on plain moto, asserting moto still answers
+the wrong way; when an upgraded moto answers as AWS does, the canary fails with "moto now ... itself: remove fix N".
 """
 
 from __future__ import annotations
@@ -39,10 +44,9 @@ from typing import Any
 
 from npa_workflow.protocol.errors import STATES_EXCEED_TOLERATED_FAILURE
 
-__all__ = ["EXCEED_TOLERATED_FAILURE", "moto_fixes"]
+__all__ = ["moto_fixes"]
 
-EXCEED_TOLERATED_FAILURE = STATES_EXCEED_TOLERATED_FAILURE
-# AWS's cause for a Map run that failed this way
+# AWS's cause for a Map run that failed with STATES_EXCEED_TOLERATED_FAILURE
 EXCEED_TOLERATED_FAILURE_CAUSE = "The specified tolerated failure threshold was exceeded"
 
 
@@ -190,7 +194,7 @@ def distributed_map_failures() -> Iterator[None]:
             error_name=StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold),
             event_type=HistoryEventType.MapRunFailed,
             event_details=EventDetails(executionFailedEventDetails=ExecutionFailedEventDetails(
-                error=EXCEED_TOLERATED_FAILURE, cause=cause)),
+                error=STATES_EXCEED_TOLERATED_FAILURE, cause=cause)),
         ))
 
     DistributedIterationComponent._map_run = _map_run

@@ -1,4 +1,4 @@
-"""Run moto's Lambda functions in-process: the one narrow adapter local runs need.
+"""Run moto's Lambda functions in-process: the twin's Lambda, with no Docker.
 
 moto (pinned to 5.2.5) runs a Lambda function in a Docker container. Local runs have no Docker,
 so :func:`install` replaces the single private method behind every invocation,
@@ -7,7 +7,7 @@ so :func:`install` replaces the single private method behind every invocation,
 ``Handler`` (``"package.module.function"``) and calls it in this process with the decoded event
 and a minimal Lambda context. Every Lambda path of moto goes through it: ``Invoke``, Step
 Functions ``lambda:invoke``, ``lambda:invoke.waitForTaskToken`` and plain function ARNs, S3 and
-EventBridge notifications. See ``shared/reference/local-stepfunctions.md``.
+EventBridge notifications (``tests/integration/test_moto_lambda_adapter.py`` drives the Step Functions paths).
 
 Errors look like AWS's Python runtime: a handler that raises returns ``errored=True`` (moto
 then sets ``X-Amz-Function-Error``) with the body::
@@ -52,6 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from npa_workflow.embedded_aws.patched_versions import PATCHED_VERSIONS
 from npa_workflow.protocol.errors import LAMBDA_TIMED_OUT, lambda_error_type
 
 __all__ = [
@@ -66,7 +67,7 @@ __all__ = [
     "uninstall",
 ]
 
-SUPPORTED_MOTO_VERSION = "5.2.5"
+SUPPORTED_MOTO_VERSION = PATCHED_VERSIONS["moto"]
 
 LOG = logging.getLogger(__name__)
 

@@ -185,6 +185,7 @@ def _skip_batch_models() -> None:
     package.__path__ = list(found.submodule_search_locations)
     package.__package__ = "moto.batch"
     package.__spec__ = found
+    package.npa_bare = True  # type: ignore[attr-defined]  # (what `patched_versions.replaced_attributes` lists)
     sys.modules["moto.batch"] = package
 
 
@@ -216,6 +217,10 @@ def start_moto_server(
     ``quiet`` keeps werkzeug's per-request lines and moto's Step Functions failure dumps out of
     the console.
     """
+    from npa_workflow.embedded_aws.patched_versions import check_patched_versions
+
+    check_patched_versions()  # the patches below and in the stack are written against exact versions
+
     from moto.core.config import default_user_config
 
     from npa_workflow.embedded_aws.moto_lambda import quiet_moto_logs

@@ -59,6 +59,7 @@ def _threading_with_pause_aware_events() -> types.ModuleType:
     proxy = types.ModuleType("threading", threading.__doc__)
     proxy.__dict__.update(threading.__dict__)
     proxy.Event = PauseAwareEvent  # type: ignore[attr-defined]
+    proxy.npa_pause_aware = True  # type: ignore[attr-defined]  # (what `patched_versions.replaced_attributes` lists)
     return proxy
 
 

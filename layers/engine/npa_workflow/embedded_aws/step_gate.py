@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ENDPOINT_ENV = "NPA_WORKFLOW_STEP_ENDPOINT"  # the gate's URL: what a step's AWS_ENDPOINT_URL is
-GRANTS_ENV = "NPA_WORKFLOW_STEP_GRANTS"  # the folder of the grants the gate honours
+from npa_workflow.protocol import environment
+
 GRANTS_DIR = "step-access"
 # The engine bucket's control-plane prefixes: run requests, their rejections, frozen runs, staged code, and the
 # deployed specs and catalog (`engine.inbox`).
@@ -143,8 +143,8 @@ class StepAccess:
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str], engine_bucket: str, region: str) -> StepAccess | None:
-        endpoint = env.get(ENDPOINT_ENV, "").strip()
-        grants = env.get(GRANTS_ENV, "").strip()
+        endpoint = env.get(environment.STEP_ENDPOINT, "").strip()
+        grants = env.get(environment.STEP_GRANTS, "").strip()
         return cls(Path(grants), endpoint, engine_bucket, region) if endpoint and grants else None
 
     def credentials(self, run_id: str, workflow: str, texts: Iterable[str]) -> dict[str, str]:
@@ -344,7 +344,7 @@ class RunningGate:
 
     def environment(self) -> dict[str, str]:
         """What the launch reads (`StepAccess.from_environment`)."""
-        return {ENDPOINT_ENV: self.endpoint_url, GRANTS_ENV: str(self.grants_dir)}
+        return {environment.STEP_ENDPOINT: self.endpoint_url, environment.STEP_GRANTS: str(self.grants_dir)}
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from npa_workflow.engine import budget
 from npa_workflow.engine.context import Engine
@@ -26,11 +26,13 @@ LOG = logging.getLogger(__name__)
 # What cleanup's cancel may take (the cleanup function's timeout is 300 s: this, plus the one SkyPilot exchange in
 # flight when it runs out — connect 5 s + read 30 s — plus the ledger writes, stays well inside it).
 CANCEL_BUDGET_SECONDS = 120.0
-# AWS names a missed heartbeat States.HeartbeatTimeout; moto and LocalStack say States.Timeout for both.
-TIMEOUT_ERRORS = errors.TIMEOUTS
-# A Distributed Map whose member failed fails as a whole with this (tolerated failures: 0). A member that
-# failed as a wave left its error in the ledger; one that timed out inside its child execution did not.
-MAP_THRESHOLD = errors.STATES_EXCEED_TOLERATED_FAILURE
+
+
+class _JobTimes(TypedDict, total=False):
+    """When a cancelled wave's job started and ended, as the executor saw it (`Ledger.finish_attempt`'s keywords)."""
+
+    started_at: str | None
+    ended_at: str | None
 
 
 def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
@@ -60,7 +62,7 @@ def cancel_active(engine: Engine, run_id: str, reason: str) -> list[str]:
                                       note=f"{reason}: cancel requested, not yet confirmed by the scheduler")
             continue
         seen = ended.get(w.wave_key)
-        times = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
+        times: _JobTimes = {"started_at": seen.started_at, "ended_at": seen.ended_at} if seen else {}
         if seen is not None and seen.outcome not in ("cancelled", "running", "pending"):
             not_cancelled.add(job_of[w.wave_key])
         if seen is not None and seen.outcome == "succeeded":
@@ -171,7 +173,8 @@ def _deadline_text(owner: str, error_name: str, deadline: dict[str, Any], member
         return (f"{who} sent no heartbeat for {heartbeat or '?'} s (States.HeartbeatTimeout): the watch function "
                 "did not see its job alive — check the watch schedule and the watch function's logs")
     limit = f" of {timeout} s" if timeout else ""
-    if member_of_map and error_name == MAP_THRESHOLD:  # AWS's cause names no member: say what is known, no more
+    # AWS's cause names no member: say what is known, no more
+    if member_of_map and error_name == errors.STATES_EXCEED_TOLERATED_FAILURE:
         return (f"{who} ended its child execution without recording a wave failure ({error_name}), as a member "
                 f"past its deadline{limit} does: its own error is in the group's Map Run (failed child executions); "
                 "if it timed out, raise `timeoutSeconds` on the state, or `--max-wait-seconds` for the run")
@@ -219,11 +222,17 @@ def cleanup(engine: Engine, task: CleanupTask | Mapping[str, Any]) -> dict[str, 
     error_name = str(error.get("Error") or errors.STATES_RUNTIME)
     cause = _readable_cause(str(error.get("Cause") or ""))
     root = _root_cause(engine, run_id)
-    member = _member_failure(cause) if error_name == MAP_THRESHOLD and root is None else None
+    # A Distributed Map whose member failed fails as a whole with States.ExceedToleratedFailureThreshold (tolerated
+    # failures: 0). A member that failed as a wave left its error in the ledger; one that timed out inside its
+    # child execution did not.
+    map_failed = error_name == errors.STATES_EXCEED_TOLERATED_FAILURE and root is None
+    member = _member_failure(cause) if map_failed else None
     # A member that failed without a wave failure in the ledger: a timeout only when its own error says so (or,
     # as AWS's cause names no member, when nothing says otherwise); any other error is reported as itself.
-    member_timeout = error_name == MAP_THRESHOLD and root is None and (member is None or member[0] in TIMEOUT_ERRORS)
-    timed_out = error_name in TIMEOUT_ERRORS or member_timeout
+    # (errors.TIMEOUTS: AWS names a missed heartbeat States.HeartbeatTimeout; moto and LocalStack say
+    # States.Timeout for both.)
+    member_timeout = map_failed and (member is None or member[0] in errors.TIMEOUTS)
+    timed_out = error_name in errors.TIMEOUTS or member_timeout
     if timed_out:
         text = _deadline_text(owner, member[0] if member else error_name, task.deadline, member_timeout)
         state, message, name = owner, text + _outage_text(engine), WAVE_TIMED_OUT

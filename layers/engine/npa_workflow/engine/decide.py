@@ -1,6 +1,6 @@
 """decide: read, record and normalize the decision a loop or a branch follows.
 
-The contract (language reference §4): the URI is the state's decision output, else its
+The contract (docs/decisions.md): the URI is the state's decision output, else its
 state-scoped `decision_uri`, else the global one. A missing artifact falls back to the
 run's assumption when one was given (recorded as `assume_decision_fallback`) and fails the
 run otherwise; `executionMode: runtime` specs never fall back. A malformed artifact fails.
@@ -27,7 +27,7 @@ from npa_workflow.protocol.payloads import DecideTask
 
 def decide(engine: Engine, task: DecideTask | Mapping[str, Any]) -> dict[str, Any]:
     task = DecideTask.of(task)
-    run = engine.runs.load(task.run_id)
+    run = engine.runs.load(task.run_id, task.execution)
     visit = visit_of(run, task.state, task.loops)
     spec = run.loaded.spec
     st = spec.states[visit.state]

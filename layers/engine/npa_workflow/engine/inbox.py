@@ -63,15 +63,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from npa_workflow import decisions
-from npa_workflow.compile.asl import CompiledMachine, CompileOptions, compile_spec
+from npa_workflow.compile.asl import CompiledMachine, compile_spec
 from npa_workflow.compile.deadlines import retention_problem
 from npa_workflow.compile.names import is_legal
+from npa_workflow.compile.options import CompileOptions
 from npa_workflow.engine.context import Engine
+from npa_workflow.engine.inbox_code import is_code_bundle, raw_upload_code
 from npa_workflow.engine.ports import Executions, MachineAlreadyExists
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import StartedRun, run_id_for_object, start_run
-from npa_workflow.engine.wiring import WiringError
-from npa_workflow.errors import Problem, SpecError
+from npa_workflow.errors import Problem, SpecError, WiringError
 from npa_workflow.protocol import environment as env_names
 from npa_workflow.protocol import functions
 from npa_workflow.protocol.definitions import masked
@@ -88,16 +89,6 @@ CATALOG_KEY = "catalog/tools.yaml"
 DEPLOYED_SPECS_PREFIX = "catalog/specs/"
 RUN_REQUEST_API = "npa.workflow.run/v1"
 
-STATE_MACHINES_ENV = env_names.STATE_MACHINES
-ALLOW_AD_HOC_ENV = env_names.ALLOW_AD_HOC
-AD_HOC_PREFIX_ENV = env_names.AD_HOC_MACHINE_PREFIX
-AD_HOC_ROLE_ENV = env_names.AD_HOC_ROLE_ARN
-AD_HOC_LOG_GROUP_ENV = env_names.AD_HOC_LOG_GROUP_ARN
-HEARTBEAT_ENV = env_names.HEARTBEAT_SECONDS
-MACHINE_ARN_PREFIX_ENV = env_names.MACHINE_ARN_PREFIX
-MAX_WAIT_ENV = env_names.MAX_WAIT_SECONDS
-WATCH_INTERVAL_ENV = env_names.WATCH_INTERVAL_SECONDS
-RETENTION_DAYS_ENV = env_names.RETENTION_DAYS
 DEPLOYED_MACHINES_KEY = "catalog/machines.json"
 # The compiler's placeholder → the variable holding the function's ARN (protocol.functions).
 FUNCTION_ARN_ENVS = {f.placeholder: f.arn_env for f in functions.MACHINE_INVOKED}
@@ -125,37 +116,39 @@ class InboxSettings:
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> InboxSettings:
         env = os.environ if env is None else env
-        text = env.get(STATE_MACHINES_ENV, "").strip() or "{}"
+        text = env.get(env_names.STATE_MACHINES, "").strip() or "{}"
         try:
             machines = json.loads(text)
         except ValueError:
             machines = None
         if not isinstance(machines, dict) or not all(isinstance(v, str) for v in machines.values()):
-            raise WiringError(f"{STATE_MACHINES_ENV} must be a JSON object of spec name to state machine ARN")
-        allow = env.get(ALLOW_AD_HOC_ENV, "").strip().lower() in ("true", "1", "yes")
-        heartbeat = env.get(HEARTBEAT_ENV, "").strip()
+            raise WiringError(f"{env_names.STATE_MACHINES} must be a JSON object of spec name to state machine ARN")
+        allow = env.get(env_names.ALLOW_AD_HOC, "").strip().lower() in ("true", "1", "yes")
+        heartbeat = env.get(env_names.HEARTBEAT_SECONDS, "").strip()
         settings = cls(
             state_machines={str(k): v for k, v in machines.items()},
             allow_ad_hoc=allow,
-            ad_hoc_prefix=env.get(AD_HOC_PREFIX_ENV, "").strip(),
-            ad_hoc_role_arn=env.get(AD_HOC_ROLE_ENV, "").strip(),
-            ad_hoc_log_group_arn=env.get(AD_HOC_LOG_GROUP_ENV, "").strip(),
+            ad_hoc_prefix=env.get(env_names.AD_HOC_MACHINE_PREFIX, "").strip(),
+            ad_hoc_role_arn=env.get(env_names.AD_HOC_ROLE_ARN, "").strip(),
+            ad_hoc_log_group_arn=env.get(env_names.AD_HOC_LOG_GROUP_ARN, "").strip(),
             function_arns={p: env.get(name, "").strip() for p, name in FUNCTION_ARN_ENVS.items()},
             heartbeat_seconds=int(heartbeat) if heartbeat.isdigit() else _DEFAULTS.heartbeat_seconds,
-            machine_arn_prefix=env.get(MACHINE_ARN_PREFIX_ENV, "").strip(),
-            max_wait_seconds=int(max_wait) if (max_wait := env.get(MAX_WAIT_ENV, "").strip()).isdigit()
+            machine_arn_prefix=env.get(env_names.MACHINE_ARN_PREFIX, "").strip(),
+            max_wait_seconds=int(max_wait) if (max_wait := env.get(env_names.MAX_WAIT_SECONDS, "").strip()).isdigit()
             else _DEFAULTS.max_wait_seconds,
-            watch_interval_seconds=int(tick) if (tick := env.get(WATCH_INTERVAL_ENV, "").strip()).isdigit()
+            watch_interval_seconds=int(tick)
+            if (tick := env.get(env_names.WATCH_INTERVAL_SECONDS, "").strip()).isdigit()
             else _DEFAULTS.watch_interval_seconds,
-            retention_days=int(days) if (days := env.get(RETENTION_DAYS_ENV, "").strip()).isdigit() else None,
+            retention_days=int(days) if (days := env.get(env_names.RETENTION_DAYS, "").strip()).isdigit() else None,
         )
         if allow:
             missing = [name for name, value in (
-                (AD_HOC_PREFIX_ENV, settings.ad_hoc_prefix), (AD_HOC_ROLE_ENV, settings.ad_hoc_role_arn),
+                (env_names.AD_HOC_MACHINE_PREFIX, settings.ad_hoc_prefix),
+                (env_names.AD_HOC_ROLE_ARN, settings.ad_hoc_role_arn),
                 *((FUNCTION_ARN_ENVS[p], settings.function_arns[p]) for p in FUNCTION_ARN_ENVS),
             ) if not value]
             if missing:
-                raise WiringError(f"{ALLOW_AD_HOC_ENV}=true needs {', '.join(missing)} (the stack sets them)")
+                raise WiringError(f"{env_names.ALLOW_AD_HOC}=true needs {', '.join(missing)} (the stack sets them)")
         return settings
 
 
@@ -241,6 +234,8 @@ def handle_object(
 ) -> InboxResult:
     if not key.startswith(INBOX_PREFIX) or key.endswith("/"):
         return InboxResult("ignored", key, reason=f"not an object under {INBOX_PREFIX}")
+    if is_code_bundle(key):
+        return InboxResult("ignored", key, reason="a code bundle: staged when the spec beside it is uploaded")
     uri = f"s3://{bucket}/{key}"
     body = _read_object(engine, bucket, key, version_id)
     if body is None:
@@ -255,6 +250,9 @@ def handle_object(
         compiled = compile_spec(prepared.loaded, _compile_options(options, settings))
         _check_retention(options, compiled.definition, settings, uri)
         machine_arn, kind = _choose_machine(executions, settings, prepared.loaded, compiled)
+        if prepared.request is None:  # a raw spec upload: the code bundle beside it, staged (engine.inbox_code)
+            options = options.model_copy(update={"code_uri": raw_upload_code(engine.store, bucket, key,
+                                                                              prepared.loaded, kind)})
         request_run_id = prepared.request.run_id if prepared.request else None
         run_id = request_run_id or run_id_for_object(bucket, key, version_id or (etag or "").strip('"'),
                                                      prepared.loaded.spec.name)
@@ -373,12 +371,9 @@ def _check_secrets(prepared: _Prepared) -> None:
     """Every step secret the plan needs is where its jobs will get it, before the execution starts
     (engine.preflight): a missing one is a rejection naming it, not a failure after the steps before it ran."""
     from npa_workflow.engine.preflight import secret_problems
-    from npa_workflow.engine.wiring import step_secret_presence
+    from npa_workflow.wiring import step_secret_presence
 
-    source = step_secret_presence()
-    if source is None:
-        return
-    present, where, fix = source
+    present, where, fix = step_secret_presence()
     problems = secret_problems(prepared.loaded, present, where=where, fix=fix)
     inline = prepared.request is not None and isinstance(prepared.request.spec, dict)
     if problems:

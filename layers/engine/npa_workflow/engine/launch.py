@@ -25,7 +25,7 @@ from npa_workflow.engine.visits import Visit, step_of, visit_of
 from npa_workflow.ledger import AttemptExists, ErrorCategory, LedgerConflict, WaveAttempt, WaveStatus
 from npa_workflow.plan.model import PlanStep
 from npa_workflow.protocol.payloads import WaveTask
-from npa_workflow.render import launch_job_name, launch_task, launch_yaml
+from npa_workflow.render import launch_job, launch_job_name
 
 _SUBMIT_FAILURES = {
     "configuration": (errors.WAVE_CONFIGURATION_FAILED, ErrorCategory.CONFIGURATION),
@@ -46,7 +46,7 @@ def _workdir(run: Any) -> Path | None:
 
 def launch(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]:
     task = WaveTask.of(task)
-    run = engine.runs.load(task.run_id)
+    run = engine.runs.load(task.run_id, task.execution)
     visit = visit_of(run, task.state, task.loops, task.group)
     token = task.token
     requested = engine.ledger.cancel_requested(visit.run_id)
@@ -91,11 +91,10 @@ def _fence_sequence(engine: Engine, visit: Visit) -> int:
 
 
 def _secret_names(run: FrozenRun, visit: Visit) -> tuple[str, ...]:
-    """`--secret-env` names of the run, plus the `secretEnv` of the state's tool."""
-    tool_ref = run.loaded.spec.states[visit.state].tool_ref
-    tool = run.loaded.catalog.get(tool_ref) if tool_ref else None
-    names = list(run.options.secret_names) + (tool.secret_env if tool else [])
-    return tuple(dict.fromkeys(names))
+    """`--secret-env` names of the run, plus the `secretEnv` of the state's tool (what the preflight checked)."""
+    from npa_workflow.engine.preflight import state_secrets
+
+    return state_secrets(run.loaded, visit.state, run.options.secret_names)
 
 
 def _submit(
@@ -105,16 +104,17 @@ def _submit(
     step = step or step_of(run, visit)
     name = record.job_name or _job_name(visit, record.attempt)
     secret_names = _secret_names(run, visit)
-    _, task = launch_task(
+    document = launch_job(
         step, workflow=run.loaded.spec.name, run_id=visit.run_id, loops=visit.loops, attempt=record.attempt,
         fence_sequence=fence_sequence if fence_sequence is not None else _fence_sequence(engine, visit),
         secret_names=secret_names, extra_env=dict(engine.job_env),
         name=name, code_uri=run.options.code_uri,
     )
     # One environment: a local job is started with exactly the variables the SkyPilot task carries (the
-    # catalog's env, the identity of protocol.environment, the engine's job env); secrets travel by name.
+    # catalog's env, the identity of protocol.environment, the engine's job env); secrets travel by name. The
+    # document goes on as data: the executor that sends it writes it once.
     request = JobRequest(
-        name=name, step=step, task_yaml=launch_yaml(name, task), env=dict(task["envs"]), secret_names=secret_names,
+        name=name, step=step, env=document.envs, document=document, secret_names=secret_names,
         workdir=_workdir(run), code_uri=run.options.code_uri,
     )
     try:

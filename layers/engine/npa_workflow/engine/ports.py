@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         WaveStatus,
     )
     from npa_workflow.plan.model import PlanStep
+    from npa_workflow.render.skypilot import JobDocument
 
 Outcome = Literal[
     "pending", "running", "succeeded", "failed", "infrastructure_failed", "configuration_failed", "cancelled", "lost"
@@ -38,11 +39,18 @@ class JobRequest:
 
     name: str
     step: PlanStep
-    task_yaml: str  # the SkyPilot document (what a SkyPilot executor submits)
     env: Mapping[str, str]  # engine variables for the job (run id, state, attempt, AWS endpoint locally)
+    # The SkyPilot job as data (render.JobDocument, named `name`): a SkyPilot executor writes it as YAML once, with
+    # the secrets' values, and sends that. None: a job no SkyPilot executor is given (a local executor's tests).
+    document: JobDocument | None = None
     secret_names: tuple[str, ...] = ()
     workdir: Path | None = None  # local jobs run here (the spec's folder)
     code_uri: str = ""  # the run's staged code (render.code): a local job starts in a checkout of it, as a task does
+
+    @property
+    def task_yaml(self) -> str:
+        """The document as `npa-workflow render` shows it (secrets by name), written when asked: "" without one."""
+        return self.document.text() if self.document is not None else ""
 
 
 @dataclass(frozen=True)
@@ -164,6 +172,8 @@ class Ledger(Protocol):
 
     def update_run_status(self, run_id: str, status: RunStatus | str, error: RunError | None = None, *,
                           execution_arn: str | None = None) -> RunRecord: ...
+
+    def record_code_change(self, run_id: str, from_digest: str, to_digest: str, code_uri: str) -> RunRecord: ...
 
     def note_changes(self) -> int: ...
 
@@ -299,7 +309,8 @@ class Executions(Protocol):
         """Raises `NotRedrivable` (`ExecutionNotFound` for an unknown execution)."""
         ...
 
-    def history(self, execution_arn: str, *, reverse: bool = False, limit: int | None = None) -> Iterator[dict]:
+    def history(self, execution_arn: str, *, reverse: bool = False,
+                limit: int | None = None) -> Iterator[dict[str, Any]]:
         """Every history event, oldest first (`reverse`: newest first), page by page (AWS returns at most 1,000
         events a call, with `nextToken`). `limit`: stop after that many events."""
         ...

@@ -16,12 +16,12 @@ AWS facts this relies on (docs/cloud.md, "Resume"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from npa_workflow.engine.ports import Execution
 
-REDRIVE = "redrive"
-NEW_EXECUTION = "new_execution"
+REDRIVE: Final = "redrive"
+NEW_EXECUTION: Final = "new_execution"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from npa_workflow.compile.deadlines import DEFAULT_MAX_WAIT_SECONDS
@@ -68,10 +68,15 @@ class FrozenRun:
 
 
 class RunStore:
+    """A process's reader of frozen runs, each read once and kept (a Lambda process serves many Tasks of a run).
+    A resume with fixed code (`restage`, in another process) rewrites the run's options and always starts a new
+    execution: a Task of an execution other than the one the run was read for reads the options again (one small
+    object; a Distributed Map's member Tasks, each of its own child execution, pay that too)."""
+
     def __init__(self, store: ObjectStore, bucket: str) -> None:
         self.store = store
         self.bucket = bucket
-        self._cache: dict[str, FrozenRun] = {}
+        self._cache: dict[str, tuple[str, FrozenRun]] = {}  # run id -> (the execution it was read for, the run)
         self._lock = threading.Lock()
 
     def uri(self, run_id: str, name: str) -> str:
@@ -93,19 +98,41 @@ class RunStore:
         body = self.store.get(self.uri(run_id, "run.json"))
         if body is None:
             raise RunNotFound(f"run {run_id!r} has no frozen spec under {self.uri(run_id, '')}")
-        return json.loads(body)
+        doc: dict[str, Any] = json.loads(body)
+        return doc
 
-    def options(self, run_id: str) -> RunOptions:
+    def options(self, run_id: str, execution: str = "") -> RunOptions:
         """The run's options alone: no spec is read (cleanup needs only these)."""
         with self._lock:
-            if run_id in self._cache:
-                return self._cache[run_id].options
+            hit = self._cache.get(run_id)
+        if hit is not None and (not execution or hit[0] == execution):
+            return hit[1].options
         return RunOptions.from_json(self._run_doc(run_id).get("options", {}))
 
-    def load(self, run_id: str) -> FrozenRun:
+    def restage(self, run_id: str, code_uri: str, code_digest: str) -> RunOptions:
+        """Point the frozen run at other staged code (a resume with fixed code); returns the options it had. Only
+        the code changes: the spec, the catalog and the vars stay as frozen."""
+        doc = self._run_doc(run_id)
+        before = RunOptions.from_json(doc.get("options", {}))
+        doc["options"] = {**doc.get("options", {}), "code_uri": code_uri, "code_digest": code_digest}
+        self.store.put(self.uri(run_id, "run.json"), json.dumps(doc, indent=2).encode("utf-8"))
         with self._lock:
-            if run_id in self._cache:
-                return self._cache[run_id]
+            self._cache.pop(run_id, None)
+        return before
+
+    def load(self, run_id: str, execution: str = "") -> FrozenRun:
+        """The frozen run; `execution`: the ARN of the execution whose Task asks (a run cached for another
+        execution reads the options again: they may have been re-staged)."""
+        with self._lock:
+            hit = self._cache.get(run_id)
+        if hit is not None and (not execution or hit[0] == execution):
+            return hit[1]
+        if hit is not None:
+            options = RunOptions.from_json(self._run_doc(run_id).get("options", {}))
+            frozen = hit[1] if options == hit[1].options else replace(hit[1], options=options)
+            with self._lock:
+                self._cache[run_id] = (execution, frozen)
+            return frozen
         # The spec stack (YAML, the spec's pydantic models, validation) is imported here, not at the top:
         # only the functions that read a run's spec (launch, decide, trigger, inbox) pay for it.
         from npa_workflow.spec.catalog import EMPTY_CATALOG, load_catalog_text
@@ -129,5 +156,5 @@ class RunStore:
         run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, run_id, loaded.spec.run, self.bucket)
         frozen = FrozenRun(run_id, loaded, variables, RunOptions.from_json(doc.get("options", {})), run_ctx)
         with self._lock:
-            self._cache[run_id] = frozen
+            self._cache[run_id] = (execution, frozen)
         return frozen

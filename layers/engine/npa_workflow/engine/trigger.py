@@ -37,7 +37,7 @@ def _watch_target(run: FrozenRun, visit: Visit) -> tuple[str, int]:
 
 def trigger(engine: Engine, task: WaveTask | Mapping[str, Any]) -> dict[str, Any]:
     task = WaveTask.of(task)
-    run = engine.runs.load(task.run_id)
+    run = engine.runs.load(task.run_id, task.execution)
     visit = visit_of(run, task.state, task.loops, task.group)
     token = task.token
     existing = engine.ledger.watermark(visit.run_id, visit.state, visit.loops_key)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import threading
@@ -53,6 +54,7 @@ from npa_workflow.engine.ports import (
 )
 from npa_workflow.engine.watermarks import recount_watches
 from npa_workflow.ledger import ErrorCategory, RunStatus, WaveAttempt, WaveStatus
+from npa_workflow.protocol import environment
 
 LOG = logging.getLogger(__name__)
 
@@ -71,7 +73,6 @@ SCHEDULER_SHARE = 0.6
 RECONCILES_PER_TICK = 20  # find-by-name calls (one scheduler queue call each) per tick
 # Seconds between heartbeats of one token (0 = every pass): see `_heartbeat_every`.
 HEARTBEAT_EVERY_ENV = "NPA_WORKFLOW_HEARTBEAT_EVERY_SECONDS"
-HEARTBEAT_SECONDS_ENV = "NPA_WORKFLOW_HEARTBEAT_SECONDS"  # the compiled HeartbeatSeconds (infra sets it)
 # What tending a wave reads of its attempt (the rest, e.g. the growing timeline, stays in the table).
 WATCH_FIELDS = ("run_id", "wave_key", "state", "attempt", "job_name", "job_id", "request_id", "task_token",
                 "status", "outputs")
@@ -254,9 +255,9 @@ class _Pass:
         _pool_each(work, lambda pair: self.tend(*pair), workers)
         for job_id, wave in list(self.to_cancel.items()):
             if wave.run_id not in self.ended_runs:
-                self.guarded(f"run {wave.run_id} cancel of job {job_id}", lambda w=wave: self.finish_cancel(w))
+                self.guarded(f"run {wave.run_id} cancel of job {job_id}", functools.partial(self.finish_cancel, wave))
         for run_id, (wave, check) in list(self.ended_runs.items()):
-            self.guarded(f"run {run_id} reap", lambda w=wave, c=check: self.reap_run(w, c))
+            self.guarded(f"run {run_id} reap", functools.partial(self.reap_run, wave, check))
         if not self.out_of_time():
             try:
                 self.report.triggers_completed = recount_watches(engine)
@@ -486,7 +487,7 @@ def _heartbeat_every(explicit: float | None) -> float:
     every = _number(HEARTBEAT_EVERY_ENV)
     if every is not None:
         return every
-    heartbeat = _number(HEARTBEAT_SECONDS_ENV)
+    heartbeat = _number(environment.HEARTBEAT_SECONDS)  # the compiled HeartbeatSeconds (infra sets it)
     return 0.4 * heartbeat if heartbeat else 0.0
 
 

@@ -47,11 +47,11 @@ from npa_workflow.ledger.items import (
     key_part,
     run_pk,
     serialize,
-    utc_now,
     watermark_sk,
     wave_prefix,
     wave_sk,
 )
+from npa_workflow.timestamps import utc_now
 
 STACK_PK = "STACK"
 WATCH_LEASE_SK = "WATCH#lease"
@@ -66,7 +66,7 @@ _TERMINAL_VALUES = {f":t{i}": {"S": s.value} for i, s in enumerate(sorted(TERMIN
 
 
 def _conditional_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
 def _old_item(exc: ClientError) -> dict[str, Any] | None:
@@ -167,7 +167,8 @@ class DynamoLedger:
 
     def _get(self, run_id: str, sk: str, consistent: bool = True) -> dict[str, Any] | None:
         resp = self.client.get_item(TableName=self.table_name, Key=self._key(run_id, sk), ConsistentRead=consistent)
-        return resp.get("Item")
+        item: dict[str, Any] | None = resp.get("Item")
+        return item
 
     def _query(self, limit: int | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
         """Every item of a Query, following LastEvaluatedKey; at most `limit` items when given."""
@@ -205,12 +206,14 @@ class DynamoLedger:
         }
         if values:
             params["ExpressionAttributeValues"] = values
-        return self.client.update_item(**params)["Attributes"]
+        attributes: dict[str, Any] = self.client.update_item(**params)["Attributes"]
+        return attributes
 
     @staticmethod
     def _timeline_value(status: str, note: str = "", at: str | None = None) -> dict[str, Any]:
         entry = TimelineEntry(status=status, note=note, at=at or utc_now())
-        return serialize({"e": [entry.model_dump()]})["e"]
+        value: dict[str, Any] = serialize({"e": [entry.model_dump()]})["e"]
+        return value
 
     # ------------------------------------------------------------------------------------------ runs
 
@@ -275,6 +278,22 @@ class DynamoLedger:
         try:
             item = self._update(
                 run_id, "RUN", expression, values, "attribute_exists(pk)", ExpressionAttributeNames=names
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                raise LedgerNotFound(f"no run {run_id!r} in ledger {self.table_name}") from None
+            raise
+        return RunRecord.from_item(item)
+
+    def record_code_change(self, run_id: str, from_digest: str, to_digest: str, code_uri: str) -> RunRecord:
+        """Append a re-stage of the run's step code (a resume with fixed code) to the RUN item's `code_changes`:
+        the run's report says from which code to which, and when. Raises `LedgerNotFound` without the run."""
+        entry = serialize({"e": [{"at": utc_now(), "from": from_digest, "to": to_digest, "uri": code_uri}]})["e"]
+        try:
+            item = self._update(
+                run_id, "RUN", "SET code_changes = list_append(if_not_exists(code_changes, :none), :entry) "
+                               "ADD changes :one",
+                {":none": {"L": []}, ":entry": entry, ":one": {"N": "1"}}, "attribute_exists(pk)",
             )
         except ClientError as exc:
             if _conditional_failed(exc):

@@ -1,4 +1,4 @@
-"""Item shapes of the run ledger: one DynamoDB table, single-table design (architecture decision 5).
+"""Item shapes of the run ledger: one DynamoDB table, single-table design (the `Ledger` port, docs/architecture.md).
 
 Table keys: partition key `pk` (S), sort key `sk` (S). Every item of a run shares `pk = RUN#<run_id>`,
 so one Query reads a whole run. Secondary indexes:
@@ -201,7 +201,8 @@ class RunRecord(_Item):
     becomes terminal, cleared when a resumed run goes back to RUNNING), error {state, message}, options
     (the run request's options, a small dict; never secrets), definition_digest (the definition the run started
     on, `protocol.definitions`: a resume refuses a machine a deploy has changed since; None for runs recorded
-    before it was kept), changes (a counter that grows when the run's
+    before it was kept), code_changes (each re-stage of the run's step code by a resume: {at, from, to, uri},
+    digests; oldest first), changes (a counter that grows when the run's
     status changes and, once per watch pass, when the pass wrote to the run's waves: `DynamoLedger.note_changes`;
     a watcher polls this one item and reads the waves only when it moved).
     """
@@ -216,6 +217,7 @@ class RunRecord(_Item):
     error: RunError | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     definition_digest: str | None = None
+    code_changes: list[dict[str, str]] = Field(default_factory=list)
     changes: int = 0
 
     def key(self) -> dict[str, str]:

@@ -1,25 +1,33 @@
-"""The local runtime: run a spec's compiled state machine on an embedded AWS (ARCHITECTURE.md, decision 8).
+"""The local runtime: run a spec's compiled state machine on an embedded AWS, as the deployed stack runs it.
 
-`LocalRuntime(options).run()` does on one machine what the cloud stack does:
+`LocalRuntime(options).run()` does on one machine what the cloud stack does (docs/local.md):
 
-1. starts moto in server mode on 127.0.0.1 (`embedded_aws.moto_server`) and routes its Lambda invocations to the
-   handlers in `functions/` in this process (`embedded_aws.moto_lambda`);
-2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger
-   table, an IAM role, the launch/decide/trigger/cleanup functions (Handler `functions.<name>.handler.handler`)
-   and the compiled state machine with the functions' ARNs substituted;
+1. starts the embedded AWS (`embedded_aws`): moto in server mode on 127.0.0.1 (`embedded_aws.moto_server`), its
+   fixes and speed-ups, the handlers of `functions/` invoked in this process (`embedded_aws.moto_lambda`), every
+   DynamoDB item and S3 object written through to disk (`embedded_aws.durable_aws`) and the step gate, the only
+   endpoint a step is given (`embedded_aws.step_gate`) — `enter_embedded_aws`, shared with `local.serve`;
+2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger table,
+   an IAM role, every function of the function table (`protocol.functions`: inbox, launch, decide, trigger,
+   watch, cleanup, reap; `deploy_functions`) and the compiled state machine with the functions' ARNs substituted;
 3. freezes the run (spec, catalog, vars, options), writes Distributed Map member lists, records the run and
    starts the execution named by the run id, with the inbox Lambda's own function (`engine.start.start_run`);
-4. runs the watch pass (`engine.watch.watch_pass`, the watch Lambda's function) every `tick_seconds`,
-   which completes task tokens as local jobs end;
-5. when the execution has ended (or on Ctrl-C: StopExecution, then `reap`, as the reap Lambda would),
-   persists the ledger and returns the run report (`local.report`).
+4. delivers the stack's events through the event pump (`embedded_aws.event_pump`), which invokes the deployed
+   functions through the Lambda API: the scheduled watch event every `tick_seconds`, and at once when a job
+   this run's ledger recorded exits (`local_jobs.job_exits`) or the ledger records a job that already ended
+   (the durable layer's item-write listener); the execution's end is told by moto's interpreter
+   (`embedded_aws.execution_ends`) and read with `DescribeExecution` then, and once a second anyway;
+5. when the execution has ended, sends its "Execution Status Change" to the deployed reap function (SUCCEEDED
+   records the run's end; a failure cancels its jobs; with `--no-cancel-on-timeout` none is sent for a failure);
+   on Ctrl-C or SIGTERM: StopExecution, `engine.cleanup.reap`, then the ABORTED status change; then writes
+   `meta.json` and `report.json` and returns the run report (`run_report`).
 
 State that outlives the process lives under `.npa-workflow/` in the current directory (or
 `$NPA_WORKFLOW_HOME`): `jobs/` (the local executor's job records and logs) and `runs/<run-id>/`
-(`meta.json`, `report.json`, `lambdas.log`, and `aws/`: every DynamoDB item and S3 object of the run, written
-through as moto changes them, `embedded_aws.durable_aws`). `resume=True` restores `aws/` into a fresh moto and starts
-a new execution `<run-id>-r<n>` of the same run: its launches replay the waves that succeeded, whose outputs
-are back in S3.
+(`meta.json`, `report.json`, `lambdas.log`, `lambda-failures.jsonl` (the events a function failed on, see
+`embedded_aws.event_pump`), `step-access/` (the step gate's grants), and `aws/`: every DynamoDB item and S3
+object of the run, written through as moto changes them). `resume=True` restores `aws/` into a fresh moto,
+cancels the jobs a dead runtime left active, and starts a new execution `<run-id>-r<n>` of the same run: its
+launches replay the waves that succeeded, whose outputs are back in S3.
 
 One local run at a time per process: moto's configuration, `MOTO_PORT` and the in-process Lambdas'
 environment are process-wide.
@@ -48,7 +56,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from npa_workflow import decisions
+from npa_workflow import decisions, wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
@@ -67,16 +75,18 @@ from npa_workflow.embedded_aws.in_process_calls import in_process_calls
 from npa_workflow.embedded_aws.moto_fixes import moto_fixes
 from npa_workflow.embedded_aws.moto_speedups import moto_speedups
 from npa_workflow.embedded_aws.sdk_models import sdk_models_parsed_once
-from npa_workflow.engine import wiring
+from npa_workflow.engine.restage import restage
 from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
 from npa_workflow.local.run_waves import RunWaves
+from npa_workflow.local_jobs.code_checkout import stage_folder
 from npa_workflow.local_jobs.job_exits import EXIT_SUFFIX, JobExits
-from npa_workflow.protocol import errors, run_ids
+from npa_workflow.protocol import environment, errors, run_ids
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.render.code import spec_code_root
+from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE
+from npa_workflow.render.code import CodeError, spec_code_root
 from npa_workflow.spec.buckets import FIX as BUCKET_FIX
 from npa_workflow.spec.buckets import bucket_name_problem
 from npa_workflow.spec.catalog import find_catalog
@@ -87,12 +97,9 @@ from npa_workflow.timestamps import utc_now
 
 LOG = logging.getLogger(__name__)
 
-ENGINE_BUCKET = "npa-workflow-local"
-LEDGER_TABLE = "npa-workflow-ledger"
 REGION = "us-east-1"
 ROLE_NAME = "npa-workflow-local"
 # The handlers that run in this process: the whole function table (the inbox for `serve`).
-HANDLER_MODULES = function_table.NAMES
 AWS_STATE_DIR = RUN_STATE_DIR
 PROGRESS_SECONDS = 0.5  # the live display's refresh
 DESCRIBE_SECONDS = 1.0  # the execution's status is read at least this often, told of its end or not
@@ -171,7 +178,7 @@ class NoProgress:
 def local_home(explicit: Path | None = None) -> Path:
     if explicit is not None:
         return Path(explicit).resolve()
-    env = os.environ.get(wiring.HOME_ENV, "").strip()
+    env = os.environ.get(environment.HOME, "").strip()
     return Path(env).resolve() if env else (Path.cwd() / ".npa-workflow").resolve()
 
 
@@ -179,12 +186,12 @@ def usable_home(home: Path, explicit: bool = False) -> Path:
     """`home` made if missing; `LocalUsageError` naming where it came from when it cannot be a folder of ours."""
     if explicit:
         source, fix = f"home {home}", "give a folder you can write"
-    elif os.environ.get(wiring.HOME_ENV, "").strip():
-        source = f"${wiring.HOME_ENV}={os.environ[wiring.HOME_ENV].strip()}"
-        fix = f"point ${wiring.HOME_ENV} at a folder you can write, or unset it to use ./.npa-workflow"
+    elif os.environ.get(environment.HOME, "").strip():
+        source = f"${environment.HOME}={os.environ[environment.HOME].strip()}"
+        fix = f"point ${environment.HOME} at a folder you can write, or unset it to use ./.npa-workflow"
     else:
         source = f"the run folder {home}"
-        fix = f"run from a directory you can write, or set ${wiring.HOME_ENV} to a folder you can write"
+        fix = f"run from a directory you can write, or set ${environment.HOME} to a folder you can write"
     if home.exists() and not home.is_dir():
         problem = "it is a file, not a folder"
     else:
@@ -287,7 +294,7 @@ def handler_logs_to(path: Path) -> Iterator[None]:
     swapped: list[tuple[logging.StreamHandler, Any]] = []
     with open(path, "a", encoding="utf-8") as file:
         sink = _LogSink(file)
-        for name in HANDLER_MODULES:
+        for name in function_table.NAMES:
             module = importlib.import_module(f"functions.{name}.handler")
             handler = getattr(getattr(module, "logger", None), "registered_handler", None)
             if isinstance(handler, logging.StreamHandler):
@@ -359,6 +366,7 @@ class LocalRuntime:
         self.execution_name = ""
         self.loaded: LoadedSpec | None = None
         self._machine: Any = None  # the CompiledMachine, once deployed
+        self._code: tuple[Path, str] = (Path(), "")  # the staged copy of the steps' code and its digest, once loaded
         self.pump: EventPump  # the event sources of the deployed stack, once deployed
         self._settle_heap: Callable[[], None] = lambda: None
 
@@ -369,7 +377,7 @@ class LocalRuntime:
         self._stop.set()
 
     def run(self) -> dict[str, Any]:
-        """Run to the end; returns the run report (`local.report.build_report`).
+        """Run to the end; returns the run report (`run_report.build_report`).
 
         Raises `SpecError` for an invalid spec and `LocalRunError` for anything else the user can fix;
         a failed run is not an exception: its report says FAILED.
@@ -413,6 +421,10 @@ class LocalRuntime:
         if loaded.warnings and self.on_warnings:
             self.on_warnings(list(loaded.warnings))
         _preflight_secrets(loaded, spec_path, opt.secret_names)
+        try:  # the steps start in a copy of their code, as a task in its file_mounts (local_jobs.code_checkout)
+            self._code = stage_folder(spec_code_root(spec_path, loaded), self.home)
+        except CodeError as exc:
+            raise LocalRunError(f"{spec_path}: {exc}") from None
         spec = loaded.spec
         if spec.runtime_only and opt.assume_decision:
             raise LocalRunError(
@@ -457,7 +469,7 @@ class LocalRuntime:
             self.on_endpoint(self.endpoint_url)
         env = {
             **embedded_aws_env(server, self.home, self.options.executor),
-            **({"SKYPILOT_API_SERVER_ENDPOINT": self.options.skypilot_endpoint}
+            **({environment.SKYPILOT_ENDPOINT: self.options.skypilot_endpoint}
                if self.options.skypilot_endpoint else {}),
         }
         with contextlib.ExitStack() as stack:
@@ -467,7 +479,7 @@ class LocalRuntime:
 
     def _execute(self, loaded: LoadedSpec, spec_text: str, catalog_text: str, variables: dict[str, str],
                  executions: list[dict[str, Any]], durable: DurableAws) -> dict[str, Any]:
-        from npa_workflow.local.report import build_report
+        from npa_workflow.run_report import build_report
 
         engine = wiring.engine_from_environment()
         run_dir = self.home / "runs" / self.run_id
@@ -537,7 +549,7 @@ class LocalRuntime:
 
     def _record_uncaught_failure(self, engine: Any, deployed: _Deployed | None, status: str) -> str:
         from npa_workflow.ledger import RunError
-        from npa_workflow.local.report import execution_failure
+        from npa_workflow.run_report import execution_failure
 
         reason = f"execution ended {status}"
         run = engine.ledger.get_run(self.run_id)
@@ -620,7 +632,7 @@ class LocalRuntime:
     def _buckets(self, loaded: LoadedSpec) -> list[str]:
         """The engine bucket, `config.bucket`, and any other bucket an `s3://` value of the config names."""
         run_ctx, _ = resolve_config(loaded.spec.config, loaded.spec.name, self.run_id, loaded.spec.run)
-        buckets = [ENGINE_BUCKET]
+        buckets = [LOCAL_BUCKET]
         configured = str(run_ctx.config.get("bucket") or "").strip()
         if configured:
             buckets.append(configured)
@@ -635,11 +647,13 @@ class LocalRuntime:
         opt = self.options
         options = RunOptions(
             assume_decision=decisions.normalize(opt.assume_decision) if opt.assume_decision else "",
-            workdir=str(spec_code_root(opt.spec, loaded)),  # where commands start on a cluster too
+            workdir=str(self._code[0]), code_digest=self._code[1],  # the staged copy of the code
             cancel_on_timeout=opt.cancel_on_timeout,
             max_wait_seconds=opt.max_wait_seconds,
             secret_names=tuple(opt.secret_names),
         )
+        if opt.resume:  # fixed code since the run failed: said in its report (engine.restage)
+            restage(engine.runs, engine.ledger, self.run_id, "", self._code[1], rewrite=False)
         started = start_run(
             engine, sfn, machine_arn=deployed.state_machine_arn, compiled=self._machine, loaded=loaded,
             spec_text=spec_text, catalog_text=catalog_text, run_id=self.run_id, variables=variables,
@@ -767,6 +781,8 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- ledger file
     def _ledger_items(self, ledger: DynamoLedger) -> list[dict[str, Any]]:
+        from npa_workflow.run_report import ledger_items
+
         return ledger_items(ledger, self.run_id)
 
     def _write_meta(self, run_dir: Path, loaded: LoadedSpec, variables: dict[str, str],
@@ -779,11 +795,12 @@ class LocalRuntime:
 
 def _preflight_secrets(loaded: LoadedSpec, spec_path: Path, secret_names: tuple[str, ...]) -> None:
     """Every secret the plan's jobs need is in this environment before anything starts (engine.preflight)."""
-    from npa_workflow.engine.preflight import local_secret_problems, one_line
+    from npa_workflow.engine.preflight import local_secret_problems
+    from npa_workflow.errors import SpecError
 
     problems = local_secret_problems(loaded, "run", secret_names)
-    if problems:
-        raise LocalRunError(f"{spec_path}: {one_line(problems)}")
+    if problems:  # one line each, as the spec's own errors are printed
+        raise SpecError([replace(p, file=str(spec_path)) for p in problems])
 
 
 def _resumable_meta(run_id: str, meta_path: Path) -> dict[str, Any]:
@@ -840,10 +857,10 @@ def embedded_aws_env(server: Any, home: Path, executor: str = "local") -> dict[s
     """The environment the in-process Lambdas (and `wiring.engine_from_environment`) read."""
     return {
         **server.client_env(REGION),
-        wiring.LEDGER_TABLE_ENV: LEDGER_TABLE,
-        wiring.BUCKET_ENV: ENGINE_BUCKET,
-        wiring.EXECUTOR_ENV: executor,
-        wiring.LOCAL_STATE_DIR_ENV: str(home),
+        environment.LEDGER_TABLE: LOCAL_LEDGER_TABLE,
+        environment.BUCKET: LOCAL_BUCKET,
+        environment.EXECUTOR: executor,
+        environment.LOCAL_STATE_DIR: str(home),
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_TRACE_DISABLED": "true",
     }
@@ -914,8 +931,8 @@ def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
             "Action": "sts:AssumeRole"}]}),
     )["Role"]["Arn"]
     code = _dummy_zip()
-    function_env = {k: os.environ[k] for k in (wiring.LEDGER_TABLE_ENV, wiring.BUCKET_ENV, wiring.EXECUTOR_ENV,
-                                               wiring.LOCAL_STATE_DIR_ENV)}
+    function_env = {k: os.environ[k] for k in (environment.LEDGER_TABLE, environment.BUCKET, environment.EXECUTOR,
+                                               environment.LOCAL_STATE_DIR)}
     arns = {}
     for fn in function_table.FUNCTIONS:
         arns[fn.name] = clients["lambda"].create_function(
@@ -936,21 +953,6 @@ def event_pump(clients: Mapping[str, Any], failures_path: Path) -> EventPump:
 def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:
     """A compiled definition with the functions' ARNs in place of the compiler's placeholders."""
     return function_table.substitute(definition, function_arns)
-
-
-def ledger_items(ledger: DynamoLedger, run_id: str) -> list[dict[str, Any]]:
-    """Every ledger item of one run (raw DynamoDB items, what `local.report.build_report` reads)."""
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {
-        "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}}, "ConsistentRead": True,
-    }
-    while True:
-        page = ledger.client.query(**kwargs)
-        items += page.get("Items", [])
-        if not page.get("LastEvaluatedKey"):
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def run_local(options: LocalRunOptions, progress: Progress | None = None,

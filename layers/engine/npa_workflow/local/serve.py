@@ -1,30 +1,37 @@
 """`npa-workflow serve`: the whole stack on one machine, so a team can try the real flow with no AWS account.
 
-What it starts (the local runtime's embedded AWS, `local.runtime`):
+What it starts (the embedded AWS of `embedded_aws`, entered as `local.runtime` enters it: `enter_embedded_aws`):
 
 - moto in server mode on 127.0.0.1 (`--port`, default a free one) with the engine bucket `npa-workflow-local`,
-  the bucket(s) each deployed spec's config names, the ledger table, the launch/decide/trigger/cleanup
-  functions (in-process handlers), and one state machine per spec in the catalog's folder (`--catalog`,
-  default `specs/tools.yaml`: every other `*.yaml` there is a spec), compiled as the stack compiles them;
+  the bucket(s) each deployed spec's config names literally (a templated value, one holding `{`, is skipped), the
+  ledger table, every function of the function table (`protocol.functions`, handlers in this process:
+  `local.runtime.deploy_functions`), and one state machine per spec in the catalog's folder (`--catalog`,
+  default `specs/tools.yaml`; a spec is a `*.yaml`/`*.yml` file there whose document is a workflow spec:
+  `protocol.stack.deployable_spec_files`), compiled with the inbox's options so that the inbox's comparison picks
+  the deployed machine;
 - the deployed specs' text at `catalog/specs/<name>.yaml` and the catalog at `catalog/tools.yaml` (what the inbox
-  reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them).
+  reads); ad-hoc specs are allowed (the inbox creates a content-addressed machine for them). The inbox function
+  is configured through this process's environment (`inbox_environment`: a JSON map of the machines).
 
-Then the event sources of the cloud stack are emulated, from what the embedded stack itself does (nothing is
-listed per tick, so a serve that stored a thousand runs costs what a fresh one does):
+Then the event sources of the cloud stack are emulated by the event pump (`embedded_aws.event_pump`: AWS-shaped
+events, delivered to the deployed functions through the Lambda API, retried, failures written to
+`serve/lambda-failures.jsonl`), from what the embedded stack itself does (no bucket or run is listed per tick, so
+a serve that stored a thousand runs costs what a fresh one does):
 
-- S3 object arrival: the durable layer hears every object the stack stores (`DurableAws.object_written`, on the
-  writing thread); each is queued and delivered by the loop as one "Object Created" event — under `inbox/` of
-  the engine bucket → `engine.inbox.handle_object` (the inbox Lambda), and any object →
-  `engine.watermarks.on_object_created` (the trigger Lambda's S3 path). An object overwritten twice before the
-  loop delivers it is delivered once (its last version), like a coalesced event; the inbox absorbs duplicates.
-  Once, at start, the buckets are listed: what a previous serve stored but did not deliver (killed in between)
-  is delivered then;
-- the schedule: `engine.watch.watch_pass` (the watch Lambda) every tick (`tick_seconds`, 0.25 s) while a run is
+- S3 object arrival: the durable layer tells of every object the stack stores (`DurableAws.object_written`, on
+  the writing thread); each is queued and delivered by the loop as one "Object Created" event — to the inbox
+  function when it is under `inbox/` of the engine bucket, and to the trigger function for any object. An object
+  overwritten twice before the loop delivers it is delivered once (its last version), like a coalesced event;
+  the inbox absorbs duplicates. Once, at start, the buckets are listed: what a previous serve stored but did not
+  deliver (killed in between) is delivered then;
+- the schedule: a "Scheduled Event" to the watch function every tick (`tick_seconds`, 0.25 s) while a run is
   RUNNING (a job's exit, an object's arrival wake the loop at once), every `IDLE_WATCH_SECONDS` otherwise;
-- execution status change: each RUNNING run (known from the ledger's writes, not by listing every run) whose
-  execution ended is recorded — SUCCEEDED, or FAILED/ABORTED/TIMED_OUT → `engine.cleanup.reap` (the reap
-  Lambda), after failing the task tokens the execution waits on (moto notices a StopExecution only when the
-  waiting Task ends). Each run's end is said once.
+- execution status change: the runs the ledger's writes show RUNNING (the durable layer's item-write listener,
+  not a listing of every run) are followed, and each pass describes their executions; one that ended is sent to
+  the reap function as "Step Functions Execution Status Change" — SUCCEEDED (reap records the end), or
+  FAILED/ABORTED/TIMED_OUT after failing the task tokens the execution waits on (moto notices a StopExecution
+  only when the waiting Task ends); should reap fail every attempt, `engine.cleanup.reap` runs here. Each run's
+  end is said once.
 
 Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
 a checkout of that code under the local home (`local_jobs.code_checkout`), as a SkyPilot task starts in its
@@ -33,10 +40,12 @@ inbox upload) starts in the spec folder (the serve process changes into it).
 The stack's DynamoDB items and S3 objects are kept under `serve/aws/` of the local home (`embedded_aws.durable_aws`),
 with the S3 event source's cursor: a serve restarted on the same home knows every run of the previous one and
 delivers no object event twice. A run whose execution died with the previous process (kill -9) is recorded
-ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) reaps every running run.
+ABORTED and its jobs cancelled. Stopping serve (Ctrl-C / SIGTERM) stops and reaps every running run.
 Job records and logs live under the local home (`$NPA_WORKFLOW_HOME`, else `./.npa-workflow` where serve was
-started); `serve.json` there names the endpoint. With `ServeOptions.console` (the CLI's default) the web console
-is served too, at its own port (`console.embedded`: told of every ledger write by the durable layer).
+started); `serve.json` there names the endpoint, and the home is published in the bucket
+(`protocol.stack.SERVE_HOME_KEY`) for clients in other folders. With `ServeOptions.console` (the CLI's default)
+the web console is served too, at its own port (`console.embedded`: told of every ledger write by the durable
+layer).
 """
 
 from __future__ import annotations
@@ -56,22 +65,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from npa_workflow import wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import CompileOptions, compile_spec
 from npa_workflow.compile.names import sanitize
 from npa_workflow.embedded_aws.durable_aws import DurableAws
 from npa_workflow.embedded_aws.event_pump import EventPump
-from npa_workflow.engine import wiring
 from npa_workflow.engine.inbox import (
-    AD_HOC_PREFIX_ENV,
-    AD_HOC_ROLE_ENV,
-    ALLOW_AD_HOC_ENV,
     CATALOG_KEY,
     DEPLOYED_SPECS_PREFIX,
     FUNCTION_ARN_ENVS,
-    HEARTBEAT_ENV,
     INBOX_PREFIX,
-    STATE_MACHINES_ENV,
     InboxSettings,
     read_document,
 )
@@ -79,8 +83,6 @@ from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
 from npa_workflow.local.runtime import (
     _S3_BUCKET,
-    ENGINE_BUCKET,
-    LEDGER_TABLE,
     REGION,
     LocalRunError,
     create_bucket,
@@ -93,9 +95,9 @@ from npa_workflow.local.runtime import (
     process_environment,
 )
 from npa_workflow.local_jobs.job_exits import JobExits
-from npa_workflow.protocol import errors
+from npa_workflow.protocol import environment, errors
 from npa_workflow.protocol import functions as function_table
-from npa_workflow.protocol.stack import SERVE_HOME_KEY, deployable_spec_files
+from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE, SERVE_HOME_KEY, deployable_spec_files
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 
@@ -209,6 +211,8 @@ class Serve:
         from npa_workflow.local.runtime import metrics_off_in_this_process, signals_interrupt
 
         specs = self._load_specs()  # a broken spec in the folder is a SpecError before anything starts
+        for line in secrets_serve_lacks(specs):
+            _say(line)
         metrics_off_in_this_process()
         self.home.mkdir(parents=True, exist_ok=True)
         try:
@@ -260,7 +264,7 @@ class Serve:
 
     def _deploy(self, clients: dict[str, Any], engine: Any, specs: list[tuple[Path, LoadedSpec]]) -> InboxSettings:
         s3, sfn = clients["s3"], clients["stepfunctions"]
-        for bucket in [ENGINE_BUCKET] + [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
+        for bucket in [LOCAL_BUCKET] + [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
             try:
                 create_bucket(s3, bucket)
             except ClientError as exc:
@@ -279,22 +283,22 @@ class Serve:
                 name=sanitize(f"npa-workflow-{loaded.spec.name}"), roleArn=role_arn, type="STANDARD",
                 definition=machine_definition(compiled.definition, arns),
             )["stateMachineArn"]
-            s3.put_object(Bucket=ENGINE_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
+            s3.put_object(Bucket=LOCAL_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
                           Body=path.read_bytes())
-        s3.put_object(Bucket=ENGINE_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
+        s3.put_object(Bucket=LOCAL_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
         placeholders = {fn.placeholder: arns[fn.name] for fn in function_table.MACHINE_INVOKED}
         return InboxSettings(state_machines=machines, allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX,
                              ad_hoc_role_arn=role_arn, function_arns=placeholders,
                              heartbeat_seconds=settings.heartbeat_seconds)
 
     def _write_serve_json(self, settings: InboxSettings, s3: Any) -> None:
-        doc = {"endpoint": self.endpoint_url, "bucket": ENGINE_BUCKET, "ledger_table": LEDGER_TABLE,
+        doc = {"endpoint": self.endpoint_url, "bucket": LOCAL_BUCKET, "ledger_table": LOCAL_LEDGER_TABLE,
                "pid": os.getpid(), "catalog": str(self.catalog),
                "state_machines": dict(settings.state_machines), "ad_hoc_prefix": settings.ad_hoc_prefix,
                "ad_hoc_role_arn": settings.ad_hoc_role_arn, "function_arns": dict(settings.function_arns)}
         (self.home / "serve.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         # Clients in any folder find this stack's job logs through the stack itself (stack_client.serve_home).
-        s3.put_object(Bucket=ENGINE_BUCKET, Key=SERVE_HOME_KEY,
+        s3.put_object(Bucket=LOCAL_BUCKET, Key=SERVE_HOME_KEY,
                       Body=json.dumps({"home": str(self.home.resolve()), "pid": os.getpid()}).encode())
 
     # ---------------------------------------------------------------------------------------- the loop
@@ -357,7 +361,7 @@ class Serve:
                 (bucket, key), (etag, size) = self._arrived.popitem(last=False)
             if self._seen.get((bucket, key)) == etag:
                 continue
-            inbox = bucket == ENGINE_BUCKET and key.startswith(INBOX_PREFIX)
+            inbox = bucket == LOCAL_BUCKET and key.startswith(INBOX_PREFIX)
             if inbox:
                 self._ensure_buckets(s3, bucket, key)
             results = self.pump.object_created(bucket, key, etag=etag, size=size, inbox=inbox)
@@ -481,14 +485,23 @@ class Serve:
 def inbox_environment(settings: InboxSettings) -> dict[str, str]:
     """The inbox function's configuration, as the CDK app passes it (`InboxSettings.from_environment` reads it)."""
     env = {
-        STATE_MACHINES_ENV: json.dumps(dict(settings.state_machines)),
-        ALLOW_AD_HOC_ENV: "true" if settings.allow_ad_hoc else "false",
-        AD_HOC_PREFIX_ENV: settings.ad_hoc_prefix,
-        AD_HOC_ROLE_ENV: settings.ad_hoc_role_arn,
-        HEARTBEAT_ENV: str(settings.heartbeat_seconds),
+        environment.STATE_MACHINES: json.dumps(dict(settings.state_machines)),
+        environment.ALLOW_AD_HOC: "true" if settings.allow_ad_hoc else "false",
+        environment.AD_HOC_MACHINE_PREFIX: settings.ad_hoc_prefix,
+        environment.AD_HOC_ROLE_ARN: settings.ad_hoc_role_arn,
+        environment.HEARTBEAT_SECONDS: str(settings.heartbeat_seconds),
     }
     env.update({FUNCTION_ARN_ENVS[p]: arn for p, arn in settings.function_arns.items() if p in FUNCTION_ARN_ENVS})
     return env
+
+
+def secrets_serve_lacks(specs: list[tuple[Path, LoadedSpec]]) -> list[str]:
+    """The secrets deployed specs' jobs need that serve's environment lacks (engine.preflight): the inbox refuses
+    their runs, so it is said once at start, where restarting serve with them exported is the fix."""
+    from npa_workflow.engine.preflight import local_secret_problems
+
+    return [f"warning: {path}: {p.path}: {p.message} (fix: {p.hint}); its runs are refused until then"
+            for path, loaded in specs for p in local_secret_problems(loaded, "serve")]
 
 
 def _say(line: str) -> None:

@@ -19,13 +19,15 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from npa_workflow.render.code import MANIFEST
+from npa_workflow.render.code import MANIFEST, CodeBundle, code_bundle, manifest_json
 
-__all__ = ["CodeCheckoutError", "checkout"]
+__all__ = ["CHECKOUTS", "CodeCheckoutError", "checkout", "stage_folder", "stage_local"]
 
+CHECKOUTS = "code"  # under the local home: one folder per digest, shared by every run and job of that code
 _lock = threading.Lock()
 
 
@@ -68,16 +70,44 @@ def checkout(code_uri: str, root: Path, s3: Any = None) -> Path:
                                 "submit the spec again (it stages the code), or resume after re-staging") from None
     manifest = json.loads(manifest_body)
     files = [(_safe(f.get("path")), bool(f.get("executable"))) for f in manifest.get("files", [])]
+    return _materialize(Path(root), digest, manifest_body,
+                        [(rel, x, lambda rel=rel: s3.get_object(Bucket=bucket, Key=prefix + rel)["Body"].read())
+                         for rel, x in files])
+
+
+def stage_local(bundle: CodeBundle, root: Path) -> Path:
+    """The bundle's folder as a checkout under `root` (`<root>/<digest>/`), copied from the folder itself: what
+    `run` stages for its jobs. Same layout and manifest as a checkout of a staged prefix, so a later `serve` job of
+    the same code, or the next run, reuses it; an unchanged folder costs its digest and one `stat`."""
+    target = Path(root) / bundle.digest
+    if (target / MANIFEST).is_file():
+        return target
+    return _materialize(Path(root), bundle.digest, manifest_json(bundle),
+                        [(rel, x, path.read_bytes) for rel, path, x in bundle.files])
+
+
+def stage_folder(folder: Path, home: Path) -> tuple[Path, str]:
+    """`run`'s stage: the code folder copied (once per content) to `<home>/code/<digest>/`; (that copy, the digest).
+    Raises `render.code.CodeError` for a folder that cannot be staged (the message names it and the fix)."""
+    bundle = code_bundle(folder, exclude=home)
+    return stage_local(bundle, home / CHECKOUTS), bundle.digest
+
+
+def _materialize(root: Path, digest: str, manifest_body: bytes,
+                 files: list[tuple[str, bool, Callable[[], bytes]]]) -> Path:
+    """Write `files` (relative path, executable, content) and the manifest into `<root>/<digest>/`, whole or not
+    at all (a temporary folder renamed into place)."""
+    target = root / digest
     with _lock:  # one checkout at a time in this process; another process's is settled by the rename
         if (target / MANIFEST).is_file():
             return target
-        Path(root).mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=root))
         try:
-            for rel, executable in files:
+            for rel, executable, content in files:
                 dest = tmp / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(s3.get_object(Bucket=bucket, Key=prefix + rel)["Body"].read())
+                dest.write_bytes(content())
                 if executable:
                     dest.chmod(0o755)
             (tmp / MANIFEST).write_bytes(manifest_body)

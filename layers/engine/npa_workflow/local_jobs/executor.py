@@ -1,6 +1,6 @@
 """Local job executor: each job is a real subprocess with a durable job id.
 
-This is the laptop stand-in for SkyPilot managed jobs (ARCHITECTURE.md, decision 8). It offers
+This is the laptop stand-in for SkyPilot managed jobs (docs/local.md). It offers
 the same small surface the cloud runtime needs from SkyPilot: launch with a name, look a job up
 by name (adopt on retry), query many jobs in one call, cancel by exact id.
 
@@ -21,8 +21,8 @@ A job whose wrapper process is gone without having written its exit file (killed
 machine rebooted) is reported ``FAILED`` with the error ``process lost …``; it is never
 reported ``RUNNING`` forever.
 
-Launch is a transaction (the seeds' operator guide: "adopt one immutable ID, retry only after
-authoritative absence"). The record, with the job's id and its containment (cgroup), is written and
+Launch is a transaction (docs/faults.md: "adopt one immutable ID, retry only after authoritative
+absence"). The record, with the job's id and its containment (cgroup), is written and
 fsynced *before* the wrapper starts; the wrapper starts the command only after the launcher recorded
 its pid/pgid and wrote ``go`` on its stdin. A launcher killed at any line leaves either a record whose
 job never ran (the wrapper reads end-of-file instead of ``go`` and says so in its exit file) or a record

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from npa_workflow.local_jobs.executor import (
     LocalExecutor,
 )
 from npa_workflow.local_jobs.job_wrapper import REDACT_ENV
+from npa_workflow.protocol.environment import JOB_RUN_ID, JOB_WORKFLOW
 
 LOG_TAIL_LINES = 20
 MESSAGE_MAX = 2000
@@ -55,15 +55,6 @@ _LOST_PREFIX = "process lost"
 _NEVER_STARTED = "process lost: the job was never started"
 UNENFORCED_NOTICE = ("npa-workflow: accelerators are not enforced locally (no GPU listed by `nvidia-smi -L`): "
                      "jobs run without CUDA_VISIBLE_DEVICES from the runtime")
-
-
-_WORKFLOW_NAME = re.compile(r"NPA_WORKFLOW_NAME:\s*['\"]?([^'\"\n]+)")
-
-
-def _workflow_of(task_yaml: str) -> str:
-    """The workflow's name, as the task document's identity variables say it."""
-    found = _WORKFLOW_NAME.search(task_yaml or "")
-    return found.group(1).strip() if found else ""
 
 
 class LocalJobExecutor:
@@ -120,7 +111,7 @@ class LocalJobExecutor:
             command = [sys.executable, "-I", gang.__file__, "--nodes", str(nodes), "--gpus-per-node", str(per_node),
                        "--", *command]
         if gpus and not machine_gpus:
-            self._notice_unenforced(str(job.env.get("NPA_WORKFLOW_RUN_ID") or job.name))
+            self._notice_unenforced(str(job.env.get(JOB_RUN_ID) or job.name))
         adopted = self._adoptable(job.name)
         if adopted is not None:
             return Submission(job_id=adopted)
@@ -130,7 +121,7 @@ class LocalJobExecutor:
         if self.step_access is not None:
             # Its own key for the S3 places it is told of (embedded_aws.step_gate), never the embedded AWS's endpoint.
             env.update(self.step_access.credentials(
-                str(job.env.get("NPA_WORKFLOW_RUN_ID", "")), _workflow_of(job.task_yaml),
+                str(job.env.get(JOB_RUN_ID, "")), str(job.env.get(JOB_WORKFLOW, "")),
                 [json.dumps(job.step.to_json()), json.dumps(job.step.env), job.step.setup, json.dumps(dict(job.env)),
                  job.task_yaml]))
         try:
@@ -143,10 +134,10 @@ class LocalJobExecutor:
     def _code_folder(self, job: JobRequest) -> Path:
         """The run's staged code, checked out under `<home>/code/` (local_jobs.code_checkout): a job of a run that
         staged its code starts there, as its SkyPilot task would, not in the folder's current code."""
-        from npa_workflow.local_jobs.code_checkout import CodeCheckoutError, checkout
+        from npa_workflow.local_jobs.code_checkout import CHECKOUTS, CodeCheckoutError, checkout
 
         try:
-            return checkout(job.code_uri, self.local.state_dir / "code")
+            return checkout(job.code_uri, self.local.state_dir / CHECKOUTS)
         except CodeCheckoutError as exc:
             raise SubmitError(str(exc), "configuration") from None
 

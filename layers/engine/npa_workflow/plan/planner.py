@@ -1,6 +1,6 @@
 """The static planner: walk the spec from `initial`, unrolling loops with an assumed decision.
 
-Semantics follow the language reference §3: sequences walk children with transitions
+Semantics follow the language (docs/language.md, "States"): sequences walk children with transitions
 disabled (a child's `next` is still followed), looped sequences reset the decision each
 iteration and stop early when `until` holds, leaf loops number their steps, parallel groups
 append members in declared order and then follow the group's `next` (the barrier).
@@ -94,7 +94,7 @@ class _Walker:
     def walk(self, initial: str) -> None:
         """Depth-first walk with an explicit stack, so long `next` chains and deep nesting cannot
         exhaust Python's recursion limit. Items are processed last-in first-out: a child's `next`
-        target is pushed on top and so expands before the child's next sibling (§3.2)."""
+        target is pushed on top and so expands before the child's next sibling."""
         stack: list[tuple] = [(_VISIT, initial, True, "")]
         while stack:
             item = stack.pop()

@@ -26,6 +26,10 @@ MAX_WAIT_SECONDS = "NPA_WORKFLOW_MAX_WAIT_SECONDS"
 WATCH_INTERVAL_SECONDS = "NPA_WORKFLOW_WATCH_INTERVAL_SECONDS"  # the watch schedule (trigger bounds)
 MACHINE_ARN_PREFIX = "NPA_WORKFLOW_MACHINE_ARN_PREFIX"  # a machine name of catalog/machines.json → its ARN
 
+# The local twin only: its step gate (embedded_aws.step_gate), which the wiring hands each local job.
+STEP_ENDPOINT = "NPA_WORKFLOW_STEP_ENDPOINT"  # the gate's URL: what a step's AWS_ENDPOINT_URL is
+STEP_GRANTS = "NPA_WORKFLOW_STEP_GRANTS"  # the folder of the grants the gate honours
+
 # Every function: where the engine's resources are.
 ENGINE = (LEDGER_TABLE, BUCKET, EXECUTOR, RETENTION_DAYS)
 

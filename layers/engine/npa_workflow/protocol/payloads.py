@@ -11,7 +11,7 @@ compiler and reap need those models, the other handlers do not build them at the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,7 +21,7 @@ class _Task(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     @classmethod
-    def of(cls, event: Any) -> Any:
+    def of(cls, event: Any) -> Self:
         """`event` as this model: the model itself, or the mapping the machine sends."""
         return event if isinstance(event, cls) else cls.model_validate(event)
 

@@ -15,6 +15,10 @@ FAILED_INVOCATIONS_QUEUE_URL = "FailedInvocationsQueueUrl"
 OUTPUTS = (BUCKET_NAME, INBOX_URI, LEDGER_TABLE_NAME, SKYPILOT_TOKEN_SECRET_ARN, DEAD_LETTER_QUEUE_URL,
            FAILED_INVOCATIONS_QUEUE_URL)
 REQUIRED_BY_CLIENTS = (BUCKET_NAME, LEDGER_TABLE_NAME)  # what following a run needs
+# -- a local stack (`npa-workflow run` and `serve`, on the embedded AWS): its engine bucket and ledger table, the
+# names `stack_client.StackClient.local` follows it by
+LOCAL_BUCKET = "npa-workflow-local"
+LOCAL_LEDGER_TABLE = "npa-workflow-ledger"
 # -- a local `serve` stack: where its home (job records and logs) is, `{"home": "/abs/path", "pid": N}` in its bucket
 SERVE_HOME_KEY = "catalog/serve.json"
 

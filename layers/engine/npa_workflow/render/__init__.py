@@ -3,9 +3,9 @@
 from npa_workflow.render.names import RenderError, job_name, launch_job_name, wave_identity, wave_key
 from npa_workflow.render.skypilot import (
     SECRET_PLACEHOLDER,
+    JobDocument,
     launch_document,
-    launch_task,
-    launch_yaml,
+    launch_job,
     render_batch,
     render_pipeline,
     render_wave,
@@ -16,12 +16,12 @@ from npa_workflow.render.task import portable_task
 
 __all__ = [
     "SECRET_PLACEHOLDER",
+    "JobDocument",
     "RenderError",
     "job_name",
     "launch_document",
+    "launch_job",
     "launch_job_name",
-    "launch_task",
-    "launch_yaml",
     "portable_task",
     "render_batch",
     "render_pipeline",

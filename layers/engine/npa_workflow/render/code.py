@@ -12,6 +12,7 @@ Pure: the digest walks files, nothing here talks to S3 (`code_stage.py` does).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from dataclasses import dataclass
@@ -44,18 +45,21 @@ class CodeBundle:
         return f"s3://{bucket}/{CODE_PREFIX}{self.digest}/"
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root: Path, exclude: Path | None = None) -> list[Path]:
     found: list[Path] = []
     for base, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        # `exclude`: the local home when it lies inside the folder under another name ($NPA_WORKFLOW_HOME): its
+        # checkouts of earlier stages would otherwise be shipped, and grow the next digest every run.
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and Path(base) / d != exclude)
         for name in sorted(names):
             if not name.endswith(SKIPPED_SUFFIXES) and name != MANIFEST:
                 found.append(Path(base) / name)
     return found
 
 
-def code_bundle(root: str | Path) -> CodeBundle:
-    """The folder's files and their digest (paths, modes, contents), in a fixed order."""
+def code_bundle(root: str | Path, exclude: str | Path | None = None) -> CodeBundle:
+    """The folder's files and their digest (paths, modes, contents), in a fixed order; `exclude`: a folder inside
+    it that is not code (the local home)."""
     root = Path(root).resolve()
     if not root.is_dir():
         raise CodeError(f"code folder {root} does not exist (set workdir in the spec or the tool catalog, or "
@@ -63,7 +67,7 @@ def code_bundle(root: str | Path) -> CodeBundle:
     files: list[tuple[str, Path, bool]] = []
     total = 0
     digest = hashlib.sha256()
-    for path in _walk(root):
+    for path in _walk(root, Path(exclude).resolve() if exclude else None):
         info = path.lstat()
         if not stat.S_ISREG(info.st_mode):
             continue  # symlinks and sockets are not shipped: a link may point out of the folder
@@ -74,9 +78,32 @@ def code_bundle(root: str | Path) -> CodeBundle:
         rel = path.relative_to(root).as_posix()
         executable = bool(info.st_mode & stat.S_IXUSR)
         content = hashlib.sha256(path.read_bytes()).hexdigest()
-        digest.update(f"{rel}\0{'x' if executable else '-'}\0{content}\n".encode())
+        digest.update(digest_line(rel, executable, content))
         files.append((rel, path, executable))
     return CodeBundle(root, digest.hexdigest(), tuple(files))
+
+
+def manifest_json(bundle: CodeBundle) -> bytes:
+    """The manifest a staged prefix (and a local checkout) ends with: its presence says the copy is complete."""
+    return manifest_of(bundle.digest, [(rel, x) for rel, _, x in bundle.files])
+
+
+def manifest_of(digest: str, files: list[tuple[str, bool]]) -> bytes:
+    """The manifest of `files` ((relative path, executable), in the digest's order)."""
+    entries = [{"path": rel, "executable": x} for rel, x in files]
+    return json.dumps({"digest": digest, "files": entries}, indent=1).encode("utf-8")
+
+
+def digest_line(rel: str, executable: bool, content_sha256: str) -> bytes:
+    """One file's part of a folder's digest (`code_bundle`, and an inbox code bundle: `engine.inbox_code`)."""
+    return f"{rel}\0{'x' if executable else '-'}\0{content_sha256}\n".encode()
+
+
+def walk_order(rel: str) -> tuple[tuple[int, str], ...]:
+    """The order `code_bundle` visits `rel` in (a folder's files, sorted, before its sub-folders, sorted): a
+    digest of the same files listed otherwise (a tar's members) comes out the same."""
+    *folders, name = rel.split("/")
+    return (*((1, f) for f in folders), (0, name))
 
 
 def code_root(spec_path: str | Path, catalog_workdir: str = "", catalog_path: str | Path | None = None,

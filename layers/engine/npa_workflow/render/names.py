@@ -1,4 +1,4 @@
-"""Names and keys shared by the renderers (language reference §7), and the one render error.
+"""Names and keys shared by the renderers (a wave's job name and key), and the one render error.
 
 Pure string functions: a job name is what the scheduler shows and what a retry or resume
 looks up; a wave key is the resume identity of one wave (or one batch of a group).

@@ -1,7 +1,9 @@
-"""SkyPilot task documents (language reference §6.2–§6.4, §7): one step, a pipeline, a JobGroup, a wave.
+"""SkyPilot task documents (docs/operating.md, `render`): one step, a pipeline, a JobGroup, a wave.
 
 Pure functions: no I/O and no `import sky`. Secrets are rendered as NAMES with a placeholder
-value; `with_secret_values` puts the real values in right before a launcher submits.
+value. What launch submits is a `JobDocument`, data until it is written: its executor writes it as YAML once,
+with the secrets' values, right before it sends it (`JobDocument.text`); `with_secret_values` fills the text of
+the other shapes (a pipeline, a JobGroup) the same way.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import copy
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -33,10 +36,10 @@ __all__ = [
     "attempt_id",
     "SECRET_PLACEHOLDER",
     "RenderError",
+    "JobDocument",
     "job_name",
     "launch_document",
-    "launch_task",
-    "launch_yaml",
+    "launch_job",
     "render_batch",
     "render_pipeline",
     "render_wave",
@@ -85,7 +88,7 @@ def is_kubernetes(profile: Mapping[str, Any]) -> bool:
 
 
 def skypilot_resources(profile: Mapping[str, Any], image: str) -> dict[str, Any]:
-    """The normalized `resources` block of §6.2 (copied keys only; k8s-specific rewrites)."""
+    """The normalized `resources` block of a task (copied keys only; k8s-specific rewrites)."""
     k8s = is_kubernetes(profile)
     out: dict[str, Any] = {}
     for key in _COPIED_RESOURCE_KEYS:
@@ -138,7 +141,7 @@ def skypilot_task(
     identity: str = "",
     code_uri: str = "",
 ) -> dict[str, Any]:
-    """One SkyPilot task document for `step` (§6.2). `identity` (the wave's launch key, default the
+    """One SkyPilot task document for `step`. `identity` (the wave's launch key, default the
     task name) makes NPA_WORKFLOW_ATTEMPT_ID unique per wave and attempt, loop rounds included.
     `code_uri` (the run's staged step code, `render.code`) is mounted at CODE_DIR, where `run` starts.
 
@@ -199,6 +202,18 @@ def skypilot_task(
 # --- secrets ----------------------------------------------------------------------------------
 
 
+def _filled(secrets: Mapping[str, Any], values: Mapping[str, str], task: str) -> dict[str, Any]:
+    filled: dict[str, Any] = {}
+    for name, current in secrets.items():
+        if name in values:
+            filled[name] = str(values[name])
+        elif current == SECRET_PLACEHOLDER:
+            raise RenderError(f"task '{task}': no value for secret '{name}'")
+        else:
+            filled[name] = current
+    return filled
+
+
 def _fill_secrets(doc: Any, values: Mapping[str, str]) -> Any:
     if not isinstance(doc, Mapping):
         return doc
@@ -206,15 +221,7 @@ def _fill_secrets(doc: Any, values: Mapping[str, str]) -> Any:
     secrets = out.get("secrets")
     if not isinstance(secrets, Mapping):
         return out
-    filled: dict[str, Any] = {}
-    for name, current in secrets.items():
-        if name in values:
-            filled[name] = str(values[name])
-        elif current == SECRET_PLACEHOLDER:
-            raise RenderError(f"task '{out.get('name', '')}': no value for secret '{name}'")
-        else:
-            filled[name] = current
-    out["secrets"] = filled
+    out["secrets"] = _filled(secrets, values, out.get("name", ""))
     return out
 
 
@@ -343,7 +350,37 @@ def render_batch(
     return _dump_all([{"name": name, "execution": "parallel"}, *tasks])
 
 
-def launch_task(
+@dataclass(frozen=True)
+class JobDocument:
+    """The job launch submits for one wave, as data: rendered once (`launch_job`), handed to the executor as it
+    is, and written as YAML once, where it leaves the process (`text`). Its header document names the job `name`,
+    so the managed job is named exactly that (the SkyPilot client has nothing to check or prepend)."""
+
+    name: str
+    task: Mapping[str, Any]  # the one task (`skypilot_task`): secrets by name, valued SECRET_PLACEHOLDER
+
+    @property
+    def envs(self) -> dict[str, str]:
+        """What the step sees on any executor: a local job is started with exactly these variables."""
+        return dict(self.task["envs"])
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        return tuple(self.task.get("secrets", ()))
+
+    def text(self, secret_values: Mapping[str, str] | None = None) -> str:
+        """The single-task serial YAML of the job. `secret_values`: every secret's value, put in right before the
+        text is sent (RenderError names a secret without one, never a value); None: the placeholders (what
+        `npa-workflow render` shows)."""
+        task = self.task
+        secrets = task.get("secrets")
+        if secret_values is not None and secrets:
+            # A new mapping for the values alone: the rendered document keeps its placeholders.
+            task = {**task, "secrets": _filled(secrets, secret_values, task["name"])}
+        return _dump_all([{"name": self.name, "execution": "serial"}, task])
+
+
+def launch_job(
     step: PlanStep,
     *,
     workflow: str,
@@ -355,10 +392,9 @@ def launch_task(
     extra_env: Mapping[str, str] | None = None,
     name: str = "",
     code_uri: str = "",
-) -> tuple[str, dict[str, Any]]:
-    """(job name, task document) of what launch submits for one wave: every step is its own job (a group's
-    members go through the state machine's Map, a sliding window, not batches). Its `envs` are what the step
-    sees on any executor: a local job is started with exactly them.
+) -> JobDocument:
+    """What launch submits for one wave: every step is its own job (a group's members go through the state
+    machine's Map, a sliding window, not batches).
 
     `fence_sequence` grows with each wave of the same state in the run (loop rounds, retries), so a stale
     job of an earlier round can be told from the current one; the attempt id is unique per wave and attempt.
@@ -368,18 +404,13 @@ def launch_task(
         step, workflow=workflow, run_id=run_id, fence_sequence=fence_sequence, attempt=attempt,
         secret_names=secret_names, extra_env=extra_env, identity=wave_identity(step.state, loops), code_uri=code_uri,
     )
-    return name, task
-
-
-def launch_yaml(name: str, task: Mapping[str, Any]) -> str:
-    """The single-task serial document of `launch_task`'s job."""
-    return _dump_all([{"name": name, "execution": "serial"}, task])
+    return JobDocument(name, task)
 
 
 def launch_document(step: PlanStep, **kwargs: Any) -> tuple[str, str]:
-    """(job name, YAML) of `launch_task`."""
-    name, task = launch_task(step, **kwargs)
-    return name, launch_yaml(name, task)
+    """(job name, YAML) of `launch_job`, as `npa-workflow render` shows it."""
+    job = launch_job(step, **kwargs)
+    return job.name, job.text()
 
 
 def render_wave(

@@ -1,4 +1,4 @@
-"""The portable scheduler task document (language reference §6.1): one per plan step."""
+"""The portable scheduler task document: one per plan step, what every renderer starts from."""
 
 from __future__ import annotations
 

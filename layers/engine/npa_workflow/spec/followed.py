@@ -1,6 +1,6 @@
 """What the language does not follow where it stands: keys the walk ignores, and states no path reaches.
 
-Pure. The rules are the language's (the reference's §3.2–3.5), the ones `graph` draws as "(ignored)" edges:
+Pure. The rules are the language's (docs/language.md, "States"), the ones `graph` draws as "(ignored)" edges:
 
 - a terminal state stops the walk after its own step: its `next` and `transitions` are never followed (a leaf
   loop is the exception: after its loop, its edges are followed even when terminal);

@@ -1,4 +1,4 @@
-"""Validation of a spec document: every rule of the language reference, all problems at once.
+"""Validation of a spec document: every rule of the language (docs/language.md), all problems at once.
 
 `validate_document(raw, file=..., catalog=..., overrides=...)` returns a `LoadedSpec` or
 raises `SpecError` with every error; warnings (unknown keys, a run that can end on a
@@ -119,7 +119,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, str]) -> dict[s
     return out
 
 
-# Config keys the engine itself reads (language reference §1.2): setting one is never a typo. The existing
+# Config keys the engine itself reads (docs/language.md, "The document"): setting one is never a typo. The existing
 # engine's renderer also reads `require_baked_npa` and `source_sha` (its specs are rendered with
 # `--var source_sha=...`); ours accepts them and enforces nothing of them (docs/language.md says why).
 ENGINE_CONFIG_KEYS = ("bucket", "prefix", "decision_uri", "plan_assume_decision", "default_decision",

@@ -1,12 +1,13 @@
-"""The report of a local run (`npa-workflow run --json`), built from the run's ledger items and the
-execution's history.
+"""The report of a run (`npa-workflow run --json`, `status --json` of a stack, the console), built from the run's
+ledger items and the execution's history: the same for the local twin and a deployed stack.
 
     {"run_id", "workflow", "status": SUCCEEDED|FAILED|ABORTED|TIMED_OUT,
      "error": {"state", "message"} | null,
      "waves": [{"state", "group", "iteration", "attempt", "job_id", "status", "replayed", "left_running",
                 "submitted_at", "started_at", "ended_at"}],
      "decisions": [{"state", "uri", "decision", "source"}],  # one per visit: the latest read
-     "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches
+     "notices": [str],  # what would otherwise pass unseen: a decision value no predicate matches, a resume
+                        # that re-staged the step code (from which digest to which: engine.restage)
      "watermarks": [{"state", "uri", "objects", "min_objects", "waiting"}],  # waiting: for objects to land
      "execution_arn", "execution_started_at", "state_transitions", "history_events",
      "history_error": why the history could not be read (throttled, denied), only when so: the counts are unknown}
@@ -21,12 +22,17 @@ started (a resumed run's summary times this execution, not every one since the f
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from npa_workflow.engine.restage import code_change_notices
 from npa_workflow.ledger import DecisionRecord, RunRecord, Watermark, WaveAttempt, WaveStatus
+from npa_workflow.ledger.items import run_pk
 from npa_workflow.protocol.errors import JOB_LEFT_RUNNING
 from npa_workflow.protocol.keys import WaveKey
 from npa_workflow.spec.validate import LoadedSpec
+
+if TYPE_CHECKING:
+    from npa_workflow.ledger.dynamodb import DynamoLedger
 
 _REPORTED_STATUS = {WaveStatus.SUCCEEDED: "SUCCEEDED", WaveStatus.FAILED: "FAILED", WaveStatus.CANCELLED: "CANCELLED"}
 
@@ -265,7 +271,8 @@ def build_report(
             {"state": d.state, "uri": d.uri, "decision": d.decision, "source": d.source}
             for d in latest_decisions(decisions)
         ],
-        "notices": decision_notices(latest_decisions(decisions)),
+        "notices": decision_notices(latest_decisions(decisions))
+        + code_change_notices(runs[0].code_changes if runs else []),
         "execution_started_at": _started_at(events),
         "watermarks": [{"state": m.state, "uri": m.uri, "objects": m.objects, "min_objects": m.min_objects,
                         "waiting": m.waiting} for m in marks],
@@ -278,3 +285,18 @@ def build_report(
     elif not read_history_events:
         report["history_read"] = False
     return report
+
+
+def ledger_items(ledger: DynamoLedger, run_id: str) -> list[dict[str, Any]]:
+    """Every ledger item of one run (raw DynamoDB items, what `build_report` reads)."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": ledger.table_name, "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}}, "ConsistentRead": True,
+    }
+    while True:
+        page = ledger.client.query(**kwargs)
+        items += page.get("Items", [])
+        if not page.get("LastEvaluatedKey"):
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,5 +1,6 @@
 """`engine_from_environment()`: the `Engine` a Lambda handler (or the local runtime) works with, built
-from environment variables and cached per process (a warm Lambda reuses its clients).
+from environment variables and cached per process (a warm Lambda reuses its clients). The composition
+root: it builds the adapters, so it sits beside the engine package, not in it (the engine imports no adapter).
 
 Variables:
 
@@ -31,18 +32,12 @@ from typing import TYPE_CHECKING, Any
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.ports import JobExecutor, JobRequest, Observation, Submission, TrackedJob
 from npa_workflow.engine.runs import RunStore
+from npa_workflow.errors import WiringError
 from npa_workflow.protocol import environment as env_names
 
 if TYPE_CHECKING:
     from npa_workflow.adapters.aws_clients import AwsClients
 
-LEDGER_TABLE_ENV = env_names.LEDGER_TABLE
-BUCKET_ENV = env_names.BUCKET
-EXECUTOR_ENV = env_names.EXECUTOR
-LOCAL_STATE_DIR_ENV = env_names.LOCAL_STATE_DIR
-HOME_ENV = env_names.HOME
-RETENTION_DAYS_ENV = env_names.RETENTION_DAYS
-STEP_SECRETS_ARN_ENV = env_names.STEP_SECRETS_ARN
 EXECUTORS = ("local", "skypilot")
 CLIENT_POOL = 40  # ≥ engine.watch.WORKERS
 DEFAULT_REGION = "us-east-1"
@@ -56,10 +51,6 @@ _lock = threading.Lock()
 _cache: dict[tuple[str, ...], Engine] = {}
 
 
-class WiringError(RuntimeError):
-    """The environment does not describe an engine (a variable is missing or wrong)."""
-
-
 def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
@@ -69,33 +60,31 @@ def _required(env: Mapping[str, str], name: str) -> str:
 
 def local_state_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    explicit = env.get(LOCAL_STATE_DIR_ENV, "").strip()
+    explicit = env.get(env_names.LOCAL_STATE_DIR, "").strip()
     if explicit:
         return Path(explicit)
-    return Path(env.get(HOME_ENV, "").strip() or ".npa-workflow")
+    return Path(env.get(env_names.HOME, "").strip() or ".npa-workflow")
 
 
 def local_job_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """What every local job gets: this project's Python first on PATH and, with an embedded AWS endpoint but no
     step gate, that endpoint, dummy credentials and a region (with a gate, each job's own credentials are laid
     over this by the executor: `embedded_aws.step_gate.StepAccess`)."""
-    from npa_workflow.embedded_aws.step_gate import ENDPOINT_ENV
-
     env = os.environ if env is None else env
     python_dir = str(Path(sys.executable).parent)
     path = env.get("PATH", "")
     job_env = {"PATH": python_dir + (os.pathsep + path if path else "")}
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip()
-    if endpoint and not env.get(ENDPOINT_ENV, "").strip():
+    if endpoint and not env.get(env_names.STEP_ENDPOINT, "").strip():
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or DEFAULT_REGION
         job_env.update(AWS_ENDPOINT_URL=endpoint, AWS_DEFAULT_REGION=region, AWS_REGION=region, **DUMMY_CREDENTIALS)
     return job_env
 
 
 def _cache_key(env: Mapping[str, str]) -> tuple[str, ...]:
-    names = (LEDGER_TABLE_ENV, BUCKET_ENV, EXECUTOR_ENV, LOCAL_STATE_DIR_ENV, HOME_ENV, "AWS_ENDPOINT_URL",
-             "AWS_DEFAULT_REGION", "AWS_REGION", "SKYPILOT_API_SERVER_ENDPOINT", RETENTION_DAYS_ENV,
-             "NPA_WORKFLOW_STEP_ENDPOINT", "NPA_WORKFLOW_STEP_GRANTS")
+    names = (env_names.LEDGER_TABLE, env_names.BUCKET, env_names.EXECUTOR, env_names.LOCAL_STATE_DIR, env_names.HOME,
+             "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION", env_names.SKYPILOT_ENDPOINT,
+             env_names.RETENTION_DAYS, env_names.STEP_ENDPOINT, env_names.STEP_GRANTS)
     return tuple(env.get(n, "") for n in names)
 
 
@@ -130,11 +119,11 @@ def _build(env: Mapping[str, str]) -> Engine:
     from npa_workflow.adapters.sfn_executions import SfnExecutions
     from npa_workflow.ledger import DynamoLedger
 
-    table = _required(env, LEDGER_TABLE_ENV)
-    bucket = _required(env, BUCKET_ENV)
-    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    table = _required(env, env_names.LEDGER_TABLE)
+    bucket = _required(env, env_names.BUCKET)
+    kind = env.get(env_names.EXECUTOR, "").strip() or "skypilot"
     if kind not in EXECUTORS:
-        raise WiringError(f"{EXECUTOR_ENV}={kind!r}: expected one of {', '.join(EXECUTORS)}")
+        raise WiringError(f"{env_names.EXECUTOR}={kind!r}: expected one of {', '.join(EXECUTORS)}")
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None
     if endpoint and not region:
@@ -142,7 +131,7 @@ def _build(env: Mapping[str, str]) -> Engine:
     # One client per service, created here once (the watch pass's thread pool shares them: engine.watch.WORKERS).
     aws = AwsClients(endpoint_url=endpoint, region=region, pool_size=CLIENT_POOL)
     store = S3Store(aws.client("s3"))
-    retention = env.get(RETENTION_DAYS_ENV, "").strip()
+    retention = env.get(env_names.RETENTION_DAYS, "").strip()
     ledger = DynamoLedger(table, aws.client("dynamodb"), retention_days=int(retention) if retention.isdigit() else None)
     sfn = aws.client("stepfunctions")
     callbacks = SfnCallbacks(sfn)
@@ -165,7 +154,7 @@ def _skypilot_executor(env: Mapping[str, str], aws: AwsClients) -> JobExecutor:
     from npa_workflow.adapters.skypilot_api import SkyPilotApi
     from npa_workflow.adapters.skypilot_executor import SkyPilotExecutor
 
-    secrets_arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    secrets_arn = env.get(env_names.STEP_SECRETS_ARN, "").strip()
     secrets = (SecretsManagerSecrets(secrets_arn, aws.client("secretsmanager", pooled=False))
                if secrets_arn else EnvironmentSecrets(env))
     return SkyPilotExecutor(SkyPilotApi.from_environment(env), secrets)
@@ -202,25 +191,36 @@ class LazyExecutor:
         return self._get().confirm_cancelled(job_ids, timeout_seconds)
 
 
-def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str] | None:
-    """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix),
-    or None when nothing here can tell (a SkyPilot stack without a step-secrets secret). Locally (`serve`) the
-    jobs inherit this process's environment; on a stack they get the step-secrets JSON secret's keys."""
-    from npa_workflow.engine.preflight import environment_presence, local_fix
+def step_secret_presence(env: Mapping[str, str] | None = None) -> tuple[Any, str, str]:
+    """Where the inbox checks a run's step secrets before starting it (engine.preflight): (presence, where, fix).
+    Locally (`serve`) the jobs inherit this process's environment; on a stack they get the step-secrets JSON
+    secret's keys (read once per check), and a stack without one can give a step no secret at all."""
+    from npa_workflow.engine.preflight import Unreadable, environment_presence, local_fix
 
     env = os.environ if env is None else env
-    kind = env.get(EXECUTOR_ENV, "").strip() or "skypilot"
+    kind = env.get(env_names.EXECUTOR, "").strip() or "skypilot"
     if kind == "local":
         return environment_presence(dict(env)), "the environment of npa-workflow serve", local_fix("serve")
-    arn = env.get(STEP_SECRETS_ARN_ENV, "").strip()
+    arn = env.get(env_names.STEP_SECRETS_ARN, "").strip()
     if not arn:
-        return None
+        none = Unreadable("this stack has no step-secrets secret",
+                          "deploy the stack with -c stepSecretsArn=ARN of a Secrets Manager secret holding a JSON "
+                          "object with the key {name} (docs/deploy.md)")
+        return (lambda names: none), "the stack", none.fix
     from npa_workflow.adapters.aws_clients import AwsClients
-    from npa_workflow.adapters.secrets import SecretsManagerSecrets
+    from npa_workflow.adapters.secrets import SecretsManagerSecrets, SecretUnreadable
 
     endpoint = env.get("AWS_ENDPOINT_URL", "").strip() or None
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or (DEFAULT_REGION if endpoint else None)
     clients = AwsClients(endpoint_url=endpoint, region=region, pool_size=1)
     source = SecretsManagerSecrets(arn, clients.client("secretsmanager", pooled=False))
-    return (source.presence, f"the step-secrets secret {arn}",
-            "add the key to that JSON secret (aws secretsmanager put-secret-value), then submit again")
+    fix = "add the key {name} to that JSON secret (aws secretsmanager put-secret-value), then submit again"
+
+    def present(names: Any) -> Any:
+        try:
+            return source.presence(names)
+        except SecretUnreadable as exc:
+            return Unreadable(f"the step-secrets secret {exc}", "check stepSecretsArn names an existing JSON "
+                              "secret the stack may read (docs/deploy.md), then submit again")
+
+    return present, f"the step-secrets secret {arn}", fix
