@@ -15,7 +15,7 @@ import pytest
 from e2e_support import CLI, aws_client, cli, free_port, stop_process, wait_until
 
 from npa_workflow.ledger.items import run_pk
-from npa_workflow.local.runtime import LEDGER_TABLE
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE as LEDGER_TABLE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
