@@ -21,7 +21,6 @@ whole engine bucket) are not given: the role is passed to it without policy upda
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from constructs import Construct
 from infra.functions import log_retention, new_staging_dir
 from infra.state_machines import CatalogSpec
 from infra.storage import CATALOG_MACHINES_FILE, CATALOG_PREFIX, CATALOG_SPECS_DIR, CATALOG_TOOLS_FILE
+from npa_workflow.protocol.deployment import machines_document
 from npa_workflow.spec.catalog import load_catalog_file
 
 # The handler runs the AWS CLI (Python) on a few small files: 256 MB is plenty, and starts faster than 128 MB.
@@ -53,10 +53,6 @@ def catalog_keys(specs: list[CatalogSpec], tools_file: Path | None) -> dict[str,
     if tools_file is not None:
         keys[CATALOG_TOOLS_FILE] = tools_file
     return keys
-
-
-def machines_document(machine_names: dict[str, str]) -> str:
-    return json.dumps({"machines": dict(sorted(machine_names.items()))}, indent=1, ensure_ascii=False) + "\n"
 
 
 def stage_catalog(keys: dict[str, Path], machine_names: dict[str, str]) -> Path:

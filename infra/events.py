@@ -35,9 +35,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.storage import INBOX_PREFIX
+from npa_workflow.protocol.deployment import ENDED_STATUSES, Deployment  # noqa: F401 - ENDED_STATUSES re-exported
 
-ENDED_STATUSES = ["FAILED", "ABORTED", "TIMED_OUT", "SUCCEEDED"]
 # EventBridge retries a failed delivery for this long before the event goes to the dead-letter queue.
 TARGET_MAX_EVENT_AGE = Duration.hours(2)
 TARGET_RETRY_ATTEMPTS = 8
@@ -55,8 +54,7 @@ class EngineEvents(Construct):
         bucket: s3.IBucket,
         functions: dict[str, lambda_.IFunction],
         machine_arn_prefix: str,
-        watch_interval_minutes: int,
-        trigger_event_buckets: list[str] | None = None,
+        deployment: Deployment,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letters = sqs.Queue(
@@ -75,52 +73,24 @@ class EngineEvents(Construct):
                 max_event_age=TARGET_MAX_EVENT_AGE,
             )
 
-        def object_created(key_filter: dict | None, buckets: list[str] | None = None) -> events.EventPattern:
-            detail: dict = {"bucket": {"name": buckets or [bucket.bucket_name]}}
-            if key_filter is not None:
-                detail["object"] = {"key": [key_filter]}
-            return events.EventPattern(source=["aws.s3"], detail_type=["Object Created"], detail=detail)
-
-        self.inbox_rule = events.Rule(
-            self,
-            "InboxRule",
-            description="A spec was uploaded under inbox/: validate it and start its run",
-            event_pattern=object_created({"prefix": INBOX_PREFIX}),
-            targets=[target("inbox")],
-        )
-        self.trigger_rule = events.Rule(
-            self,
-            "TriggerRule",
-            description="An object was created in the engine bucket: complete the trigger watches it satisfies",
-            event_pattern=object_created(None),
-            targets=[target("trigger")],
-        )
-        self.data_trigger_rule: events.Rule | None = None
-        if trigger_event_buckets:
-            self.data_trigger_rule = events.Rule(
+        # The rules' patterns are the deployment model's (the twin delivers an event only when it matches them).
+        self.rules: dict[str, events.Rule] = {}
+        for rule in deployment.event_rules(bucket.bucket_name, machine_arn_prefix):
+            pattern = rule.pattern
+            self.rules[rule.id] = events.Rule(
                 self,
-                "DataTriggerRule",
-                description="An object was created in a data bucket: complete the trigger watches it satisfies",
-                event_pattern=object_created(None, list(trigger_event_buckets)),
-                targets=[target("trigger")],
+                rule.id,
+                description=rule.description,
+                event_pattern=events.EventPattern(
+                    source=pattern["source"], detail_type=pattern["detail-type"], detail=pattern["detail"]
+                ),
+                targets=[target(rule.target)],
             )
-        self.reap_rule = events.Rule(
-            self,
-            "ReapRule",
-            description="An execution of this stack's machines failed, timed out or was stopped: cancel its jobs",
-            event_pattern=events.EventPattern(
-                source=["aws.states"],
-                detail_type=["Step Functions Execution Status Change"],
-                detail={
-                    "status": ENDED_STATUSES,
-                    "stateMachineArn": [{"prefix": machine_arn_prefix}],
-                    # Not the child executions of a Distributed Map (`execution:<machine>/<label>:<id>`, the only
-                    # ARNs with a `/`: machine names and run ids have none): their parent's own event reaps the run.
-                    "executionArn": [{"anything-but": {"wildcard": "*/*"}}],
-                },
-            ),
-            targets=[target("reap")],
-        )
+        self.inbox_rule = self.rules["InboxRule"]
+        self.trigger_rule = self.rules["TriggerRule"]
+        self.data_trigger_rule: events.Rule | None = self.rules.get("DataTriggerRule")
+        self.reap_rule = self.rules["ReapRule"]
+        watch_interval_minutes = deployment.watch_interval_seconds // 60
         self.watch_rule = events.Rule(
             self,
             "WatchSchedule",

@@ -47,10 +47,6 @@ LAYER_BUILD_FAILED = "building the engine layer failed"
 # Bump when the bundler's behaviour changes: the bundler itself is not part of the asset hash.
 LAYER_BUNDLER_REVISION = "2"
 
-POWERTOOLS_METRICS_NAMESPACE = "npa-workflow"
-# No pydantic plugins are used: this skips pydantic's entry-point scan of every installed distribution,
-# which the first model build would otherwise pay at each cold start (bench/handler_import.py).
-PYDANTIC_PLUGINS_OFF = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
 def handler_string(name: str) -> str:
@@ -225,14 +221,14 @@ def log_retention(days: int) -> logs.RetentionDays:
 
 class EngineFunctions(Construct):
     """The layer, and per handler: a function, its role (logs only; the stack adds what it touches) and
-    its log group. `functions[name]`, `roles[name]`, `log_groups[name]`."""
+    its log group. `functions[name]`, `roles[name]`, `log_groups[name]`. Their environment is the deployment
+    model's (`protocol.deployment`), set by the stack once the resources it names exist."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        environment: dict[str, str],
         retention_days: int,
         layer_requirements_override: list[str] | None = None,
     ) -> None:
@@ -278,12 +274,6 @@ class EngineFunctions(Construct):
                 memory_size=spec.memory_mb,
                 reserved_concurrent_executions=spec.reserved_concurrency,  # protocol/functions.py: why and how much
                 tracing=lambda_.Tracing.ACTIVE,
-                environment={
-                    **environment,
-                    "POWERTOOLS_SERVICE_NAME": f"npa-workflow-{spec.name}",
-                    "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
-                    **PYDANTIC_PLUGINS_OFF,
-                },
             )
             self.functions[spec.name] = fn
             self.roles[spec.name] = role

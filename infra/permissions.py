@@ -54,15 +54,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 
 from infra.storage import CATALOG_PREFIX, INBOX_PREFIX, REJECTED_PREFIX, RUNS_PREFIX
+from npa_workflow.protocol.deployment import SECRET_READERS, STEP_SECRET_READERS  # the model's: who gets the ARNs
 
 LEDGER_ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]
 TASK_RESPONSE_ACTIONS = ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"]
-SECRET_READERS = ("launch", "watch", "cleanup", "reap")
 TASK_RESPONDERS = ("launch", "trigger", "watch")
 RUN_READERS = ("inbox", "launch", "decide", "trigger", "watch", "cleanup", "reap")
 ANY_OBJECT_READERS = ("decide", "watch", "cleanup", "reap")
 DATA_BUCKET_READERS = ("decide", "trigger", "watch", "cleanup", "reap")
-STEP_SECRET_READERS = ("launch", "inbox")  # inbox: checks every secretEnv name is there
 EXECUTION_DESCRIBERS = ("watch",)
 # CreateStateMachine with a logging configuration needs these on the caller, and they take no resource ARN.
 LOG_DELIVERY_ACTIONS = [

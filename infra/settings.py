@@ -34,6 +34,7 @@ from typing import Any
 from constructs import Node
 
 from npa_workflow.protocol.deployed_names import DEFAULT_STACK_NAME
+from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS, DEFAULT_RETENTION_DAYS, Deployment
 
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 COMPLETE_SECRET_SUFFIX = re.compile(r"-[A-Za-z0-9]{6}$")
@@ -43,9 +44,6 @@ KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-
 MAX_WATCH_INTERVAL_MINUTES = 60
 # A Standard workflow execution lasts at most one year (Step Functions quotas): no wave can wait longer.
 MAX_WAIT_SECONDS_LIMIT = 365 * 24 * 3600
-# Long enough for multi-day GPU training; a dead watch is still noticed within HeartbeatSeconds.
-DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600
-DEFAULT_RETENTION_DAYS = 30
 
 
 class SettingsError(ValueError):
@@ -90,7 +88,7 @@ class EngineSettings:
     skypilot_endpoint: str = ""
     skypilot_token_secret_arn: str = ""
     allow_ad_hoc_specs: bool = False
-    retention_days: int = 30
+    retention_days: int = DEFAULT_RETENTION_DAYS
     watch_interval_minutes: int = 1
     data_buckets: list[str] = field(default_factory=list)
     alarm_topic_arn: str = ""
@@ -102,6 +100,18 @@ class EngineSettings:
     trigger_event_buckets: list[str] = field(default_factory=list)
     specs_dir: str = ""  # "": the repository's specs/
     catalogs: list[str] = field(default_factory=list)  # []: tools.yaml in the specs folder
+
+    def deployment(self, stack_name: str = DEFAULT_STACK_NAME) -> Deployment:
+        """What the stack configures on each resource for these settings (the model the local twin deploys too)."""
+        return Deployment(
+            stack_name=stack_name,
+            retention_days=self.retention_days,
+            max_wait_seconds=self.max_wait_seconds,
+            watch_interval_seconds=60 * self.watch_interval_minutes,
+            allow_ad_hoc=self.allow_ad_hoc_specs,
+            skypilot_endpoint=self.skypilot_endpoint,
+            trigger_event_buckets=tuple(self.trigger_event_buckets),
+        )
 
     @classmethod
     def from_context(cls, node: Node) -> EngineSettings:

@@ -21,7 +21,7 @@ from infra.functions import REPO_ROOT, EngineFunctions, log_retention
 from infra.lint import ignore_cfn_lint
 from infra.monitoring import EngineAlarms
 from infra.names import ad_hoc_prefix, machine_prefix
-from infra.permissions import SECRET_READERS, STEP_SECRET_READERS, KmsKeys, grant_ad_hoc, grant_engine
+from infra.permissions import KmsKeys, grant_ad_hoc, grant_engine
 from infra.settings import EngineSettings, SettingsError, is_complete_secret_arn
 from infra.state_machines import (
     SUBSTITUTIONS,
@@ -33,10 +33,8 @@ from infra.state_machines import (
 )
 from infra.storage import INBOX_PREFIX, Storage
 from npa_workflow.compile.asl import CompileOptions
-from npa_workflow.protocol import environment
-from npa_workflow.protocol import functions as function_table
 from npa_workflow.protocol import stack as outputs
-from npa_workflow.protocol.deployed_names import LOG_GROUP_PREFIX
+from npa_workflow.protocol.deployment import StackRefs
 from npa_workflow.protocol.stack import stack_resources_problem
 
 SPECS_DIR = REPO_ROOT / "specs"
@@ -44,18 +42,12 @@ TOOLS_FILE_NAME = "tools.yaml"
 
 
 def compile_options(settings: EngineSettings) -> CompileOptions:
-    """Heartbeats ride on the watch tick: keep `HeartbeatSeconds` at three ticks or more. The per-wave deadline is
-    the stack's `maxWaitSeconds`. A trigger on a data bucket is polled once per watch tick, so its Task's bound is
-    `maxPolls` × the longer of `pollSeconds` and the tick (issue 11 item 17: `maxPolls` × `pollSeconds` alone gave the
-    example two polls in the cloud). Nothing else differs from the compiler's defaults (the inbox's variables,
-    below)."""
-    default = CompileOptions()
-    tick = 60 * settings.watch_interval_minutes
-    return CompileOptions(
-        heartbeat_seconds=max(default.heartbeat_seconds, 3 * tick),
-        max_wait_seconds=settings.max_wait_seconds,
-        watch_interval_seconds=tick,
-    )
+    """The deployment model's (`Deployment.compile_options`): `HeartbeatSeconds` at three ticks or more, the stack's
+    `maxWaitSeconds` per wave, the watch interval for a data-bucket trigger's bound (issue 11 item 17: `maxPolls` ×
+    `pollSeconds` alone gave the example two polls in the cloud). Nothing else differs from the compiler's defaults
+    (see HEARTBEAT_ENV)."""
+    options: CompileOptions = settings.deployment().compile_options()
+    return options
 
 
 def check_resource_count(stack: Stack, specs: int) -> None:
@@ -106,8 +98,10 @@ class NpaWorkflowStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
+        # What each resource is configured with: the model the local twin deploys too (protocol.deployment).
+        self.deployment = settings.deployment(self.stack_name)
         self.nag_acknowledgements: list[tuple[str, str, str]] = []  # filled by infra.nag.apply_nag
-        self.storage = Storage(self, "Storage", retention_days=settings.retention_days)
+        self.storage = Storage(self, "Storage", deployment=self.deployment)
         bucket, table = self.storage.bucket, self.storage.table
 
         self.secret = self._skypilot_secret(settings)
@@ -115,7 +109,7 @@ class NpaWorkflowStack(Stack):
             self._imported_secret("StepSecrets", settings.step_secrets_arn) if settings.step_secrets_arn else None
         )
         # The one set of options: the machines are compiled with it and the inbox is told its heartbeat.
-        self.compile_options = compile_options(settings)
+        self.compile_options: CompileOptions = self.deployment.compile_options()
         specs_dir, tools_file, tools = specs_source(settings, specs_dir)
         catalog = compile_catalog(specs_dir, self.compile_options, tools)
         ad_hoc = ad_hoc_prefix(self.stack_name)
@@ -132,22 +126,10 @@ class NpaWorkflowStack(Stack):
         self.engine = EngineFunctions(
             self,
             "Functions",
-            environment={
-                environment.LEDGER_TABLE: table.table_name,
-                environment.BUCKET: bucket.bucket_name,
-                environment.EXECUTOR: "skypilot",
-                environment.RETENTION_DAYS: str(settings.retention_days),
-                environment.SKYPILOT_ENDPOINT: settings.skypilot_endpoint,
-            },
             retention_days=settings.retention_days,
             layer_requirements_override=layer_requirements,
         )
         functions = self.engine.functions
-        for name in SECRET_READERS:
-            functions[name].add_environment(environment.SKYPILOT_TOKEN_SECRET_ARN, self.secret.secret_arn)
-        if self.step_secrets is not None:
-            for name in STEP_SECRET_READERS:  # the JSON secret of step secrets (`secretEnv`): npa_workflow.wiring
-                functions[name].add_environment(environment.STEP_SECRETS_ARN, self.step_secrets.secret_arn)
 
         self.workflows = WorkflowMachines(
             self,
@@ -157,19 +139,6 @@ class NpaWorkflowStack(Stack):
             bucket=bucket,
             retention_days=settings.retention_days,
         )
-        inbox = functions["inbox"]
-        # The inbox compiles each upload to compare it with the deployed machine (npa_workflow.engine.inbox): it must
-        # use the options the machines were compiled with. It takes HeartbeatSeconds, the per-wave deadline and the
-        # watch interval (trigger bounds) from these variables; every other option is the compiler's default unless a
-        # run request sets it, so `compile_options` may change nothing else. The ARN prefix: how the inbox turns a
-        # machine name of catalog/machines.json into its ARN.
-        inbox.add_environment(environment.MACHINE_ARN_PREFIX, machine_arn(self, ""))
-        inbox.add_environment(environment.ALLOW_AD_HOC, "true" if settings.allow_ad_hoc_specs else "false")
-        inbox.add_environment(environment.HEARTBEAT_SECONDS, str(self.compile_options.heartbeat_seconds))
-        # The watch heartbeats a token every 40 % of the compiled HeartbeatSeconds, not every tick.
-        functions["watch"].add_environment(environment.HEARTBEAT_SECONDS, str(self.compile_options.heartbeat_seconds))
-        inbox.add_environment(environment.MAX_WAIT_SECONDS, str(self.compile_options.max_wait_seconds))
-        inbox.add_environment(environment.WATCH_INTERVAL_SECONDS, str(self.compile_options.watch_interval_seconds))
         self.catalog = CatalogPublication(
             self,
             "Catalog",
@@ -197,8 +166,10 @@ class NpaWorkflowStack(Stack):
             ),
         )
         self.ad_hoc_role: iam.Role | None = None
+        self.ad_hoc_log_group: logs.LogGroup | None = None
         if settings.allow_ad_hoc_specs:
             self._ad_hoc(ad_hoc, ad_hoc_arns)
+        self._function_environment()
 
         self.events = EngineEvents(
             self,
@@ -206,8 +177,7 @@ class NpaWorkflowStack(Stack):
             bucket=bucket,
             functions=functions,
             machine_arn_prefix=machine_arn(self, machine_prefix(self.stack_name)),
-            watch_interval_minutes=settings.watch_interval_minutes,
-            trigger_event_buckets=settings.trigger_event_buckets,
+            deployment=self.deployment,
         )
         self.async_failures = AsyncFailures(self, "AsyncFailures", functions=functions)
         self.alarms = EngineAlarms(
@@ -267,7 +237,7 @@ class NpaWorkflowStack(Stack):
         log_group = logs.LogGroup(
             self,
             "AdHocMachineLogs",
-            log_group_name=f"{LOG_GROUP_PREFIX}{prefix}machines",
+            log_group_name=self.deployment.ad_hoc_log_group_name,
             retention=log_retention(self.settings.retention_days),
             removal_policy=RemovalPolicy.DESTROY,
         )
@@ -298,13 +268,25 @@ class NpaWorkflowStack(Stack):
         # Ad-hoc specs may have Distributed Maps too: the role is shared, so "itself" is the ad-hoc name prefix.
         grant_distributed_map(role, self, f"{prefix}*", self.storage.bucket)
         self.ad_hoc_role = role
+        self.ad_hoc_log_group = log_group
         grant_ad_hoc(self.engine.roles["inbox"], machine_role=role, ad_hoc_machine_arns=ad_hoc_arns)
-        inbox = functions["inbox"]
-        inbox.add_environment(environment.AD_HOC_MACHINE_PREFIX, prefix)
-        inbox.add_environment(environment.AD_HOC_ROLE_ARN, role.role_arn)
-        inbox.add_environment(environment.AD_HOC_LOG_GROUP_ARN, log_group.log_group_arn)
-        for fn in function_table.MACHINE_INVOKED:
-            inbox.add_environment(fn.arn_env, functions[fn.name].function_arn)
+
+    def _function_environment(self) -> None:
+        """Each function's environment, as the deployment model says (the twin deploys the same variables)."""
+        functions = self.engine.functions
+        refs = StackRefs(
+            table=self.storage.table.table_name,
+            bucket=self.storage.bucket.bucket_name,
+            machine_arn_prefix=machine_arn(self, ""),
+            function_arns={name: fn.function_arn for name, fn in functions.items()},
+            skypilot_token_secret_arn=self.secret.secret_arn,
+            step_secrets_arn=self.step_secrets.secret_arn if self.step_secrets is not None else "",
+            ad_hoc_role_arn=self.ad_hoc_role.role_arn if self.ad_hoc_role is not None else "",
+            ad_hoc_log_group_arn=self.ad_hoc_log_group.log_group_arn if self.ad_hoc_log_group is not None else "",
+        )
+        for name, fn in functions.items():
+            for key, value in self.deployment.function_environment(name, refs).items():
+                fn.add_environment(key, value)
 
     def _outputs(self) -> None:
         bucket, table = self.storage.bucket, self.storage.table

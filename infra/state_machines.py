@@ -39,6 +39,7 @@ from npa_workflow.compile.size import (  # noqa: F401 - the 1 MiB check's pieces
     serialize_definition,
 )
 from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol.deployment import MACHINE_LOGGING, MACHINE_TRACING, MACHINE_TYPE
 from npa_workflow.protocol.stack import deployable_spec_files
 from npa_workflow.spec.load import load_spec
 
@@ -193,16 +194,19 @@ class WorkflowMachines(Construct):
                 self,
                 construct_name,
                 state_machine_name=name,
-                state_machine_type=sfn.StateMachineType.STANDARD,
+                state_machine_type=sfn.StateMachineType(MACHINE_TYPE),
                 definition_body=sfn.DefinitionBody.from_file(str(_stage_definition(name, text))),
                 definition_substitutions={
                     placeholder: functions[fn].function_arn for placeholder, fn in SUBSTITUTIONS.items()
                 },
                 role=role,
-                tracing_enabled=True,
-                # Execution data is logged so an operator sees a failed step's error and cause in the logs; task
-                # tokens in it are useless without states:SendTask* on this machine, which only the engine has.
-                logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+                tracing_enabled=MACHINE_TRACING,
+                # The deployment model's logging (protocol.deployment.MACHINE_LOGGING says why execution data)
+                logs=sfn.LogOptions(
+                    destination=log_group,
+                    level=sfn.LogLevel(MACHINE_LOGGING["level"]),
+                    include_execution_data=bool(MACHINE_LOGGING["includeExecutionData"]),
+                ),
                 removal_policy=RemovalPolicy.DESTROY,
             )
             self.machines[spec.name] = machine

@@ -7,24 +7,28 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from npa_workflow.protocol.deployment import (  # noqa: F401 - the bucket's layout, re-exported for the stack
+    BUCKET_EVENTBRIDGE,
+    BUCKET_VERSIONED,
+    CATALOG_MACHINES_FILE,
+    CATALOG_PREFIX,
+    CATALOG_SPECS_DIR,
+    CATALOG_TOOLS_FILE,
+    INBOX_PREFIX,
+    NONCURRENT_RETENTION_DAYS,
+    REJECTED_PREFIX,
+    REJECTED_RETENTION_DAYS,
+    RUNS_PREFIX,
+    Deployment,
+    LifecycleRule,
+)
+
 # The ledger's shape is fixed by the engine (npa_workflow.ledger.dynamodb.DynamoLedger.create_table): keep in sync.
 LEDGER_INDEXES = {"active": ("active_pk", "active_sk"), "runs": ("runs_pk", "runs_sk")}
 LEDGER_TTL_ATTRIBUTE = "expires_at"
 
-INBOX_PREFIX = "inbox/"
-REJECTED_PREFIX = "inbox-rejected/"
-RUNS_PREFIX = "runs/"
-# The deployed catalog (written by the deploy, see catalog.py; keys as npa_workflow.engine.inbox reads them).
-CATALOG_PREFIX = "catalog/"
-CATALOG_SPECS_DIR = "specs"  # catalog/specs/<metadata.name>.yaml
-CATALOG_TOOLS_FILE = "tools.yaml"  # catalog/tools.yaml
-CATALOG_MACHINES_FILE = "machines.json"  # catalog/machines.json: {"machines": {spec name: machine name}}
 ACCESS_LOG_PREFIX = "engine-bucket/"
 
-# How long rejection reports stay: they explain one bad upload, nobody needs them for long.
-REJECTED_RETENTION_DAYS = 14
-# Old versions of any object (the bucket is versioned): recoverable for a while, then gone.
-NONCURRENT_RETENTION_DAYS = 30
 # Server access logs are for audits and forensics: kept longer than the artifacts they describe.
 ACCESS_LOG_RETENTION_DAYS = 365
 
@@ -32,7 +36,7 @@ ACCESS_LOG_RETENTION_DAYS = 365
 class Storage(Construct):
     """`bucket` (engine bucket), `log_bucket` (its server access logs) and `table` (the ledger)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, retention_days: int) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment) -> None:
         super().__init__(scope, construct_id)
 
         self.log_bucket = s3.Bucket(
@@ -60,35 +64,20 @@ class Storage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
+            versioned=BUCKET_VERSIONED,
             server_access_logs_bucket=self.log_bucket,
             server_access_logs_prefix=ACCESS_LOG_PREFIX,
             removal_policy=RemovalPolicy.RETAIN,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="expire-rejected-uploads",
-                    prefix=REJECTED_PREFIX,
-                    expiration=Duration.days(REJECTED_RETENTION_DAYS),
-                ),
-                s3.LifecycleRule(
-                    id="expire-old-runs",
-                    prefix=RUNS_PREFIX,
-                    expiration=Duration.days(retention_days),
-                ),
-                s3.LifecycleRule(
-                    id="expire-noncurrent-versions",
-                    noncurrent_version_expiration=Duration.days(NONCURRENT_RETENTION_DAYS),
-                    expired_object_delete_marker=True,
-                    abort_incomplete_multipart_upload_after=Duration.days(7),
-                ),
-            ],
+            lifecycle_rules=[_lifecycle_rule(rule) for rule in deployment.bucket_lifecycle],
         )
 
         # S3 → EventBridge, set on the bucket itself. `event_bridge_enabled=True` would do it through a
         # custom-resource Lambda (one more function, role and managed policy) that an owned bucket does not need.
         cfn_bucket: s3.CfnBucket = self.bucket.node.default_child  # type: ignore[assignment]
         cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
-            event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(event_bridge_enabled=True)
+            event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(
+                event_bridge_enabled=BUCKET_EVENTBRIDGE
+            )
         )
 
         string = dynamodb.AttributeType.STRING
@@ -117,3 +106,19 @@ class Storage(Construct):
     def index_arns(self) -> list[str]:
         """The exact ARN of every index of the ledger (no `index/*` wildcard)."""
         return [f"{self.table.table_arn}/index/{index}" for index in LEDGER_INDEXES]
+
+
+def _days(days: int | None) -> Duration | None:
+    return None if days is None else Duration.days(days)
+
+
+def _lifecycle_rule(rule: LifecycleRule) -> s3.LifecycleRule:
+    """A lifecycle rule of the deployment model as CDK's."""
+    return s3.LifecycleRule(
+        id=rule.id,
+        prefix=rule.prefix,
+        expiration=_days(rule.expiration_days),
+        noncurrent_version_expiration=_days(rule.noncurrent_expiration_days),
+        expired_object_delete_marker=rule.expired_object_delete_marker or None,
+        abort_incomplete_multipart_upload_after=_days(rule.abort_multipart_days),
+    )

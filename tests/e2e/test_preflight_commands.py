@@ -15,7 +15,7 @@ import pytest
 from e2e_support import CLI, aws_client, cli, free_port, stop_process, wait_until
 
 from npa_workflow.ledger.items import run_pk
-from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE as LEDGER_TABLE
+from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -112,7 +112,7 @@ def test_serves_inbox_refuses_before_any_job_naming_serve_not_run(serve: Serve, 
     sfn = aws_client("stepfunctions", serve.endpoint)
     for machine in sfn.list_state_machines()["stateMachines"]:
         assert sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"] == []
-    items = aws_client("dynamodb", serve.endpoint).scan(TableName=LEDGER_TABLE)["Items"]
+    items = aws_client("dynamodb", serve.endpoint).scan(TableName=LOCAL_LEDGER_TABLE)["Items"]
     assert [i for i in items if i["pk"]["S"].startswith(run_pk(""))] == []  # (the stack's own watch lease only)
     jobs = serve.home / "jobs"
     assert not jobs.exists() or [p.name for p in jobs.iterdir() if p.is_file()] == []  # no job record, no log

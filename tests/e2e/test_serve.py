@@ -152,8 +152,10 @@ def test_the_same_object_event_three_times_starts_one_execution(stack: Stack, tm
         """).read_bytes()
     s3 = aws_client("s3", stack.endpoint)
     key = "inbox/dup-event-once.yaml"
-    etag = s3.put_object(Bucket="npa-workflow-local", Key=key, Body=body)["ETag"]
-    run_id = run_id_for_object("npa-workflow-local", key, etag.strip('"'), "dup-event")
+    put = s3.put_object(Bucket="npa-workflow-local", Key=key, Body=body)
+    etag = put["ETag"]
+    # the engine bucket is versioned, as deployed: the run is keyed by the upload's version
+    run_id = run_id_for_object("npa-workflow-local", key, put["VersionId"], "dup-event")
     serve = json.loads((stack.home / "serve.json").read_text())
     settings = InboxSettings(state_machines=serve["state_machines"], allow_ad_hoc=True,
                              ad_hoc_prefix=serve["ad_hoc_prefix"], ad_hoc_role_arn=serve["ad_hoc_role_arn"],
@@ -169,8 +171,8 @@ def test_the_same_object_event_three_times_starts_one_execution(stack: Stack, tm
         # serve's S3 emulation delivered it once; deliver the same event three more times.
         wait_until(lambda: engine.ledger.get_run(run_id), 30, "serve's inbox did not take the upload")
         executions = SfnExecutions(sfn)
-        results = [handle_object(engine, executions, bucket="npa-workflow-local", key=key, version_id=None,
-                                 etag=etag, settings=settings) for _ in range(3)]
+        results = [handle_object(engine, executions, bucket="npa-workflow-local", key=key,
+                                 version_id=put["VersionId"], etag=etag, settings=settings) for _ in range(3)]
     finally:
         for k, v in old.items():
             if v is None:

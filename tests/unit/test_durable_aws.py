@@ -84,7 +84,7 @@ def test_object_listeners_hear_each_stored_object_with_the_etag_a_listing_shows(
     the block; a restore (paused) is not heard."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    heard: list[tuple[str, str, str, int]] = []
+    heard: list[tuple[str, str, str, int, str | None]] = []
     with mock_aws(), durable_aws(tmp_path / "aws") as state:
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
@@ -95,4 +95,5 @@ def test_object_listeners_hear_each_stored_object_with_the_etag_a_listing_shows(
                 s3.put_object(Bucket=BUCKET, Key="restored", Body=b"x")
         s3.put_object(Bucket=BUCKET, Key="after", Body=b"x")
         listed = {o["Key"]: (o["ETag"], o["Size"]) for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
-    assert heard == [(BUCKET, "inbox/a.yaml", *listed["inbox/a.yaml"]), (BUCKET, "b", *listed["b"])]
+    # an unversioned bucket: no version id
+    assert heard == [(BUCKET, "inbox/a.yaml", *listed["inbox/a.yaml"], None), (BUCKET, "b", *listed["b"], None)]

@@ -156,12 +156,14 @@ class SfnExecutions:
             raise
 
     def create_machine(self, name: str, definition: str, *, role_arn: str, log_group_arn: str = "") -> str:
-        kwargs: dict[str, Any] = {"name": name, "definition": definition, "roleArn": role_arn, "type": "STANDARD",
-                                  "tracingConfiguration": {"enabled": True}}
+        from npa_workflow.protocol.deployment import MACHINE_LOGGING, MACHINE_TRACING, MACHINE_TYPE
+
+        # As the stack configures its machines (the deployment model): logged, traced, Standard.
+        kwargs: dict[str, Any] = {"name": name, "definition": definition, "roleArn": role_arn, "type": MACHINE_TYPE,
+                                  "tracingConfiguration": {"enabled": MACHINE_TRACING}}
         if log_group_arn:
             kwargs["loggingConfiguration"] = {
-                "level": "ALL", "includeExecutionData": True,
-                "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": log_group_arn}}],
+                **MACHINE_LOGGING, "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": log_group_arn}}],
             }
         try:
             return str(self.client.create_state_machine(**kwargs)["stateMachineArn"])

@@ -32,6 +32,7 @@ from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.cli.progress import live_table, plan_states, print_summary, shown_status, wave_dicts
 from npa_workflow.errors import SpecError
 from npa_workflow.protocol import environment
+from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS
 from npa_workflow.protocol.keys import WaveKey
 
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)
@@ -190,7 +191,7 @@ def run_command(
     ] = 30,
     max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
     max_concurrency: MaxConcurrencyOpt = 0,
-    max_wait_seconds: MaxWaitOpt = 3600,
+    max_wait_seconds: MaxWaitOpt = DEFAULT_MAX_WAIT_SECONDS,  # the cloud's default (7 days)
     no_cancel_on_timeout: Annotated[
         bool, typer.Option("--no-cancel-on-timeout",
                            help="When a wave passes --max-wait-seconds the run fails, but that wave's job is left "

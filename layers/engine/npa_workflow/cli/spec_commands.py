@@ -43,6 +43,7 @@ from npa_workflow.cli.cost import (
 )
 from npa_workflow.cli.output import print_json, print_ok, print_plan, print_problems, print_waves, stdout
 from npa_workflow.errors import Problem, SpecError
+from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from npa_workflow.plan.model import Plan, WavePlan
@@ -333,7 +334,7 @@ def compile(
     var: VarOpt = None,
     retries: RetriesOpt = 0,
     max_infrastructure_recoveries: InfraRecoveriesOpt = 1,
-    max_wait_seconds: MaxWaitOpt = 3600,
+    max_wait_seconds: MaxWaitOpt = DEFAULT_MAX_WAIT_SECONDS,  # what `run` and the stack compile with
     max_concurrency: MaxConcurrencyOpt = 0,
     allow_unknown_keys: AllowUnknownKeysOpt = False,
 ) -> None:

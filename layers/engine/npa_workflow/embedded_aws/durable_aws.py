@@ -17,7 +17,8 @@ before anything runs, straight into the backends (no HTTP round trip per item), 
 Execution records are not kept: moto's Step Functions interpreter cannot be resumed, so a resumed run is a new
 execution replaying the ledger's waves.
 
-Kept: item attributes and object bodies. Not kept: S3 metadata, tags, versions (local buckets are unversioned),
+Kept: item attributes and object bodies. Not kept: S3 metadata, tags, noncurrent versions (a restore writes each
+object's last body as a new version),
 table schemas (the stack deploys the ledger table before restoring).
 
 The DynamoDB hooks also serialize writes: DynamoDB applies a conditional write atomically per item; moto's
@@ -109,7 +110,7 @@ class DurableAws:
         self.storage_fault: BaseException | None = None
         self.item_writes = 0  # grows with every DynamoDB write recorded: a reader knows when to look again
         self._item_listeners: list[Callable[[str, dict[str, Any], dict[str, Any] | None], None]] = []
-        self._object_listeners: list[Callable[[str, str, str, int], None]] = []
+        self._object_listeners: list[Callable[[str, str, str, int, str | None], None]] = []
 
     def close(self) -> None:
         with self._lock:
@@ -169,10 +170,11 @@ class DurableAws:
                 self._item_listeners.remove(listener)
 
     @contextlib.contextmanager
-    def object_written(self, listener: Callable[[str, str, str, int], None]) -> Iterator[None]:
-        """While active, `listener(bucket, key, etag, size)` hears of every object stored (a PUT, a copy, a completed
-        multipart upload) once it is recorded, on the writing thread, before moto answers: the stack's S3 event
-        source without listing buckets. Quick, and no call to the stack (it runs inside the writers' lock)."""
+    def object_written(self, listener: Callable[[str, str, str, int, str | None], None]) -> Iterator[None]:
+        """While active, `listener(bucket, key, etag, size, version_id)` hears of every object stored (a PUT, a copy,
+        a completed multipart upload; `version_id` None in an unversioned bucket) once it is recorded, on the writing
+        thread, before moto answers: the stack's S3 event source without listing buckets. Quick, and no call to the
+        stack (it runs inside the writers' lock)."""
         with self._lock:
             self._object_listeners.append(listener)
         try:
@@ -181,12 +183,12 @@ class DurableAws:
             with self._lock:
                 self._object_listeners.remove(listener)
 
-    def object_stored(self, bucket: str, key: str, etag: str, size: int) -> None:
+    def object_stored(self, bucket: str, key: str, etag: str, size: int, version_id: str | None = None) -> None:
         with self._lock:
             listeners = list(self._object_listeners)
         for listener in listeners:
             try:
-                listener(bucket, key, etag, size)
+                listener(bucket, key, etag, size, version_id)
             except Exception as exc:  # noqa: BLE001 - a listener's trouble must not fail the write it heard of
                 LOG.warning("durable AWS: an object listener failed: %s", type(exc).__name__)
 
@@ -399,7 +401,9 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
                 result = original(self, bucket_name, key_name, value, *args, **kwargs)
                 if state is not None and state._recording():
                     state.record_object(bucket_name, key_name, result.value)
-                    state.object_stored(bucket_name, key_name, str(result.etag), int(result.size))
+                    version = getattr(result, "version_id", None)
+                    state.object_stored(bucket_name, key_name, str(result.etag), int(result.size),
+                                        None if version in (None, "null") else str(version))
                 return result
         return hooked
 

@@ -2,10 +2,11 @@
 
 In the cloud, EventBridge invokes four functions asynchronously (`infra/events.py`): the inbox and the trigger on
 S3 "Object Created" (the bucket has EventBridge notifications on), reap on "Step Functions Execution Status
-Change", watch on a schedule. Here `local.runtime` and `local.serve` say when each event happens (a tick, a job's
-exit, an ended execution, an object the durable layer recorded). :class:`EventPump` builds those events and
-invokes the functions deployed on moto through the Lambda API (so the real handler runs, with its deployed
-configuration and timeout: `embedded_aws.moto_lambda`), with the semantics of an asynchronous invocation:
+Change", watch on a schedule. :class:`EventPump` builds those events and hands each to the target of every rule
+whose EventPattern matches it (the stack's own rules, `protocol.deployment`, matched as EventBridge does:
+`embedded_aws.event_patterns`; an event no rule matches goes nowhere, as in the cloud). It invokes the functions
+deployed on moto through the Lambda API (so the real handler runs, with its deployed configuration and timeout:
+`embedded_aws.moto_lambda`), with the semantics of an asynchronous invocation:
 
 - a function error is retried twice (AWS: 2 retries by default, about 1 and 2 minutes apart; here
   `retry_delays`), then the event goes to the on-failure destination, here a JSON-lines file whose records
@@ -30,23 +31,32 @@ import time
 import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from npa_workflow.embedded_aws.event_patterns import matches
 from npa_workflow.engine.ports import Execution
 from npa_workflow.protocol.errors import LAMBDA_SERVICE_EXCEPTION
 from npa_workflow.storage_errors import is_storage_fault
 
-__all__ = ["DUPLICATE_ENV", "EventPump", "encode_event_key", "execution_status_event", "object_created_event",
-           "scheduled_event"]
+__all__ = ["DUPLICATE_ENV", "EventPump", "EventTarget", "encode_event_key", "execution_status_event",
+           "object_created_event", "scheduled_event"]
 
 LOG = logging.getLogger(__name__)
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 DUPLICATE_ENV = "NPA_WORKFLOW_DUPLICATE_EVENTS"
 ASYNC_RETRIES = 2  # AWS Lambda's default MaximumRetryAttempts for asynchronous invocations
+
+
+class EventTarget(NamedTuple):
+    """A rule: its name, its EventPattern, the function it invokes (by slot name)."""
+
+    rule: str
+    pattern: Mapping[str, Any]
+    function: str
 
 
 def _now() -> str:
@@ -100,8 +110,11 @@ class EventPump:
     """Invoke deployed functions with events (see the module doc). `functions`: {slot name: function name}."""
 
     def __init__(self, lambda_client: Any, functions: Mapping[str, str], failures_path: Path, *,
-                 duplicate: bool | None = None, retry_delays: tuple[float, ...] = (0.2, 0.5)) -> None:
+                 rules: Sequence[EventTarget] = (), duplicate: bool | None = None,
+                 retry_delays: tuple[float, ...] = (0.2, 0.5)) -> None:
         self.client = lambda_client
+        self.rules = tuple(rules)
+        self.unmatched: Counter[str] = Counter()  # events no rule matched, by detail-type
         self.functions = dict(functions)
         self.failures_path = Path(failures_path)
         self.duplicate = (os.environ.get(DUPLICATE_ENV, "").strip().lower() in ("1", "true", "yes")
@@ -167,20 +180,28 @@ class EventPump:
                   self.failures_path, ASYNC_RETRIES + 1)
 
     # ---------------------------------------------------------------------------------------- the sources
-    def object_created(self, bucket: str, key: str, *, etag: str, size: int, version_id: str | None = None,
-                       inbox: bool = False) -> dict[str, Any]:
-        """Deliver one S3 "Object Created" to its rules' targets: the trigger always, the inbox when `inbox`
-        (the object is under the engine bucket's `inbox/`). Returns {function: result}."""
-        event = object_created_event(bucket, key, etag=etag, size=size, sequencer=self.next_sequencer(),
-                                     version_id=version_id)
-        results = {}
-        if inbox:
-            results["inbox"] = self.deliver("inbox", event)
-        results["trigger"] = self.deliver("trigger", event)
+    def publish(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Put one event on the bus: each rule whose pattern matches it delivers it to its function. Returns
+        {function: result} (a function two matching rules target gets it once per rule, its last result kept)."""
+        results: dict[str, Any] = {}
+        for rule in self.rules:
+            if matches(rule.pattern, event):
+                results[rule.function] = self.deliver(rule.function, event)
+        if not results:
+            self.unmatched[str(event.get("detail-type"))] += 1
         return results
 
+    def object_created(self, bucket: str, key: str, *, etag: str, size: int,
+                       version_id: str | None = None) -> dict[str, Any]:
+        """One S3 "Object Created" to the rules that match it (the inbox for `inbox/` of the engine bucket, the
+        trigger for the engine bucket and the trigger-event buckets). Returns {function: result}."""
+        return self.publish(object_created_event(bucket, key, etag=etag, size=size, sequencer=self.next_sequencer(),
+                                                 version_id=version_id))
+
     def execution_status_changed(self, execution: Execution) -> Any:
-        return self.deliver("reap", execution_status_event(execution))
+        """"Execution Status Change" to the rules that match it (reap, for this stack's machines): the reap
+        function's result, None when it failed every attempt or no rule matched."""
+        return self.publish(execution_status_event(execution)).get("reap")
 
     def scheduled_watch(self) -> Any:
         return self.deliver("watch", scheduled_event())

@@ -2,13 +2,15 @@
 
 `LocalRuntime(options).run()` does on one machine what the cloud stack does (docs/local.md):
 
-1. starts the embedded AWS (`embedded_aws`): moto in server mode on 127.0.0.1 (`embedded_aws.moto_server`), its
-   fixes and speed-ups, the handlers of `functions/` invoked in this process (`embedded_aws.moto_lambda`), every
-   DynamoDB item and S3 object written through to disk (`embedded_aws.durable_aws`) and the step gate, the only
-   endpoint a step is given (`embedded_aws.step_gate`) — `enter_embedded_aws`, shared with `local.serve`;
-2. "deploys" what the stack would: the engine bucket, the bucket(s) the spec's config names, the ledger table,
-   an IAM role, every function of the function table (`protocol.functions`: inbox, launch, decide, trigger,
-   watch, cleanup, reap; `deploy_functions`) and the compiled state machine with the functions' ARNs substituted;
+1. starts the embedded AWS (`embedded_aws`, `enter_embedded_aws`, shared with `local.serve`): moto in server mode
+   on 127.0.0.1 (`embedded_aws.moto_server`) with its fixes and speed-ups, its Lambda invocations routed to the
+   handlers in `functions/` in this process (`embedded_aws.moto_lambda`), every DynamoDB item and S3 object
+   written through to disk (`embedded_aws.durable_aws`), and the step gate, the only endpoint a step is given
+   (`embedded_aws.step_gate`);
+2. deploys `serve`'s stack with this one spec (`local.embedded_stack`, from the deployment model the CDK app
+   builds from): the engine bucket, the bucket(s) the spec's config names, the ledger table, a role, every
+   function of the table with the stack's environment, the spec's state machine (`<stack>_<spec>`, logged) with
+   the functions' ARNs substituted, the catalog and the event rules;
 3. freezes the run (spec, catalog, vars, options), writes Distributed Map member lists, records the run and
    starts the execution named by the run id, with the inbox Lambda's own function (`engine.start.start_run`);
 4. delivers the stack's events through the event pump (`embedded_aws.event_pump`), which invokes the deployed
@@ -36,7 +38,6 @@ environment are process-wide.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import os
@@ -47,7 +48,6 @@ import signal
 import threading
 import time
 import warnings
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -58,8 +58,7 @@ from botocore.exceptions import ClientError
 
 from npa_workflow import decisions, wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
-from npa_workflow.compile.asl import CompileOptions, compile_spec
-from npa_workflow.compile.names import sanitize
+from npa_workflow.compile.asl import compile_spec
 from npa_workflow.embedded_aws.durable_aws import (
     RUN_STATE_DIR,
     STATE_FILE,
@@ -80,11 +79,20 @@ from npa_workflow.engine.runs import RunOptions
 from npa_workflow.engine.start import start_run
 from npa_workflow.ledger import DynamoLedger, RunStatus, WaveAttempt
 from npa_workflow.ledger.items import WAVE_SK_PREFIX, run_pk
+from npa_workflow.local.embedded_stack import (  # noqa: F401 - the twin's names, re-exported
+    EmbeddedStack,
+    StackSpec,
+    create_bucket,
+    deploy_stack,
+    twin_deployment,
+)
 from npa_workflow.local.run_waves import RunWaves
 from npa_workflow.local_jobs.code_checkout import stage_folder
 from npa_workflow.local_jobs.job_exits import EXIT_SUFFIX, JobExits
 from npa_workflow.protocol import environment, errors, run_ids
 from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS
+from npa_workflow.protocol.environment import SKYPILOT_ENDPOINT
 from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE
 from npa_workflow.render.code import CodeError, spec_code_root
 from npa_workflow.spec.buckets import FIX as BUCKET_FIX
@@ -98,7 +106,6 @@ from npa_workflow.timestamps import utc_now
 LOG = logging.getLogger(__name__)
 
 REGION = "us-east-1"
-ROLE_NAME = "npa-workflow-local"
 # The handlers that run in this process: the whole function table (the inbox for `serve`).
 AWS_STATE_DIR = RUN_STATE_DIR
 PROGRESS_SECONDS = 0.5  # the live display's refresh
@@ -140,7 +147,7 @@ class LocalRunOptions:
     retry_interval_seconds: int = 30
     max_infrastructure_recoveries: int = 1
     max_concurrency: int = 0
-    max_wait_seconds: int = 3600
+    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS  # the cloud's default deadline per wave (7 days)
     cancel_on_timeout: bool = True
     assume_decision: str | None = None
     resume: bool = False
@@ -219,7 +226,8 @@ def check_run_id(run_id: str) -> str:
 
 
 def local_heartbeat_seconds(max_wait_seconds: int, default: int = 300) -> int:
-    """Step Functions requires HeartbeatSeconds < TimeoutSeconds; the local watch pass heartbeats every tick."""
+    """Step Functions requires HeartbeatSeconds < TimeoutSeconds: a `run` deadline shorter than the stack's
+    heartbeat is honoured exactly, with a heartbeat just inside it (the watch beats every 40 % of it)."""
     if max_wait_seconds <= 0:
         return default
     return min(default, max_wait_seconds - 1)  # 0 (no heartbeat) for a 1-second deadline
@@ -230,13 +238,6 @@ def _reset_quietly(server: Any) -> None:
         server.reset()
     except Exception as exc:  # noqa: BLE001 - the server is going away anyway
         LOG.debug("moto reset failed: %s", exc)
-
-
-def _dummy_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("README.txt", "local runtime: the handler is imported from the running process\n")
-    return buf.getvalue()
 
 
 def _write_json(path: Path, doc: Any) -> None:
@@ -340,8 +341,7 @@ def signals_ignored() -> Iterator[None]:
 @dataclass
 class _Deployed:
     clients: dict[str, Any]
-    role_arn: str
-    function_arns: dict[str, str]
+    stack: EmbeddedStack
     state_machine_arn: str = ""
 
 
@@ -475,6 +475,7 @@ class LocalRuntime:
         with contextlib.ExitStack() as stack:
             durable = enter_embedded_aws(stack, server, env, run_dir / "lambdas.log", run_dir / AWS_STATE_DIR)
             stack.enter_context(signals_interrupt())
+            self._exit_stack = stack  # the deployed stack's environment is entered on it
             return self._execute(loaded, spec_text, catalog_text, variables, executions, durable)
 
     def _execute(self, loaded: LoadedSpec, spec_text: str, catalog_text: str, variables: dict[str, str],
@@ -587,47 +588,54 @@ class LocalRuntime:
 
     # ---------------------------------------------------------------------------------------- deploy
     def _deploy(self, loaded: LoadedSpec, ledger: DynamoLedger) -> _Deployed:
+        """`serve`'s stack with this one spec (`local.embedded_stack`), its machine compiled with the run's options."""
         import boto3
 
+        opt = self.options
         session = boto3.session.Session(region_name=REGION)
         clients = {name: session.client(name, endpoint_url=self.endpoint_url)
-                   for name in ("s3", "iam", "lambda", "stepfunctions")}
-        for bucket in self._buckets(loaded):
+                   for name in ("s3", "iam", "lambda", "stepfunctions", "logs", "events")}
+        buckets = self._buckets(loaded)
+        for bucket in buckets:
             if reason := bucket_name_problem(bucket):  # a run-time value (a run.* token) validation could not see
-                raise LocalRunError(f"{self.options.spec}: config: bucket {bucket!r} is not a legal S3 bucket "
+                raise LocalRunError(f"{opt.spec}: config: bucket {bucket!r} is not a legal S3 bucket "
                                     f"name: it {reason} (fix: {BUCKET_FIX})")
             try:
                 create_bucket(clients["s3"], bucket)
             except ClientError as exc:
                 error = exc.response.get("Error", {})
                 raise LocalRunError(
-                    f"{self.options.spec}: config: cannot create the local bucket {bucket!r}: "
+                    f"{opt.spec}: config: cannot create the local bucket {bucket!r}: "
                     f"{error.get('Code')}: {error.get('Message')} (fix the bucket name in config)"
                 ) from None
-        ledger.create_table()
-        role_arn, arns = deploy_functions(clients)
-        self.pump = event_pump(clients, self.home / "runs" / self.run_id / "lambda-failures.jsonl")
-        deployed = _Deployed(clients=clients, role_arn=role_arn, function_arns=arns)
-        options = CompileOptions(
-            max_wait_seconds=self.options.max_wait_seconds,
-            heartbeat_seconds=local_heartbeat_seconds(self.options.max_wait_seconds),
-            retries=self.options.retries,
-            retry_interval_seconds=self.options.retry_interval_seconds,
-            max_infrastructure_recoveries=self.options.max_infrastructure_recoveries,
-            max_concurrency_cap=self.options.max_concurrency,
+        heartbeat = local_heartbeat_seconds(opt.max_wait_seconds)
+        deployment = twin_deployment(
+            max_wait_seconds=opt.max_wait_seconds, executor=opt.executor,
+            skypilot_endpoint=opt.skypilot_endpoint or os.environ.get(SKYPILOT_ENDPOINT, ""),
+            trigger_event_buckets=[b for b in buckets if b != LOCAL_BUCKET],
+            heartbeat=heartbeat if heartbeat != twin_deployment().heartbeat_seconds else None,
         )
-        self._machine = compile_spec(loaded, options)
-        definition = machine_definition(self._machine.definition, arns)
-        machine_name = sanitize(f"npa-workflow-{loaded.spec.name}")
+        self._machine = compile_spec(loaded, deployment.compile_options(
+            retries=opt.retries,
+            retry_interval_seconds=opt.retry_interval_seconds,
+            max_infrastructure_recoveries=opt.max_infrastructure_recoveries,
+            max_concurrency_cap=opt.max_concurrency,
+        ))
+        catalog_path = find_catalog(opt.catalog, Path(opt.spec))
+        spec = StackSpec(loaded.spec.name, Path(opt.spec).read_bytes(), self._machine.definition)
         try:
-            deployed.state_machine_arn = clients["stepfunctions"].create_state_machine(
-                name=machine_name, definition=definition, roleArn=role_arn, type="STANDARD",
-            )["stateMachineArn"]
+            catalog = catalog_path.read_bytes() if catalog_path else None
+            stack = deploy_stack(clients, deployment, [spec], catalog=catalog,
+                                 data_buckets=[b for b in buckets if b != LOCAL_BUCKET],
+                                 failures_path=self.home / "runs" / self.run_id / "lambda-failures.jsonl",
+                                 ledger=ledger)
         except ClientError as exc:
             message = exc.response.get("Error", {}).get("Message") or str(exc)
-            raise LocalRunError(f"{self.options.spec}: the compiled state machine was rejected by the local "
+            raise LocalRunError(f"{opt.spec}: the compiled state machine was rejected by the local "
                                 f"Step Functions: {message[:1000]}") from None
-        return deployed
+        self._exit_stack.enter_context(process_environment(stack.process_environment()))
+        self.pump = stack.pump
+        return _Deployed(clients=clients, stack=stack, state_machine_arn=stack.machines[loaded.spec.name])
 
     def _buckets(self, loaded: LoadedSpec) -> list[str]:
         """The engine bucket, `config.bucket`, and any other bucket an `s3://` value of the config names."""
@@ -905,49 +913,6 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
 def in_use_message(run_dir: Path) -> str:
     return (f"{run_dir} is in use by another npa-workflow process (a run being resumed, or serve on the same "
             "home) (fix: wait for it to end, or stop it)")
-
-
-def create_bucket(s3: Any, bucket: str) -> None:
-    """Create a bucket; one that exists already is fine (ClientError otherwise)."""
-    try:
-        s3.create_bucket(Bucket=bucket)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-            raise
-
-
-def function_name(slot: function_table.FunctionSlot) -> str:
-    return f"npa-workflow-{slot.name}"
-
-
-def deploy_functions(clients: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-    """The IAM role and every function of the table, as the CDK app creates them (handler, timeout, memory;
-    handlers imported in this process), with the process's engine environment. Returns (role ARN, {function
-    name: ARN})."""
-    role_arn = clients["iam"].create_role(
-        RoleName=ROLE_NAME,
-        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-            "Action": "sts:AssumeRole"}]}),
-    )["Role"]["Arn"]
-    code = _dummy_zip()
-    function_env = {k: os.environ[k] for k in (environment.LEDGER_TABLE, environment.BUCKET, environment.EXECUTOR,
-                                               environment.LOCAL_STATE_DIR)}
-    arns = {}
-    for fn in function_table.FUNCTIONS:
-        arns[fn.name] = clients["lambda"].create_function(
-            FunctionName=function_name(fn), Runtime="python3.11", Role=role_arn,
-            Handler=fn.handler, Code={"ZipFile": code}, Timeout=fn.timeout_seconds, MemorySize=fn.memory_mb,
-            Environment={"Variables": function_env},
-        )["FunctionArn"]
-    return role_arn, arns
-
-
-def event_pump(clients: Mapping[str, Any], failures_path: Path) -> EventPump:
-    """The pump that delivers the stack's events to the deployed functions (`deploy_functions`): what EventBridge
-    invokes in the cloud (watch, reap, inbox, and the trigger on S3 events)."""
-    return EventPump(clients["lambda"], {fn.name: function_name(fn) for fn in function_table.FUNCTIONS},
-                     failures_path)
 
 
 def machine_definition(definition: Mapping[str, Any], function_arns: Mapping[str, str]) -> str:

@@ -67,42 +67,32 @@ from botocore.exceptions import ClientError
 
 from npa_workflow import wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
-from npa_workflow.compile.asl import CompileOptions, compile_spec
-from npa_workflow.compile.names import sanitize
+from npa_workflow.compile.asl import compile_spec
 from npa_workflow.embedded_aws.durable_aws import DurableAws
 from npa_workflow.embedded_aws.event_pump import EventPump
-from npa_workflow.engine.inbox import (
-    CATALOG_KEY,
-    DEPLOYED_SPECS_PREFIX,
-    FUNCTION_ARN_ENVS,
-    INBOX_PREFIX,
-    InboxSettings,
-    read_document,
-)
+from npa_workflow.engine.inbox import read_document
 from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
+from npa_workflow.local.embedded_stack import EmbeddedStack, StackSpec, deploy_stack, twin_deployment
 from npa_workflow.local.runtime import (
     _S3_BUCKET,
     REGION,
     LocalRunError,
     create_bucket,
-    deploy_functions,
     embedded_aws_env,
     enter_embedded_aws,
-    event_pump,
     local_home,
-    machine_definition,
     process_environment,
 )
 from npa_workflow.local_jobs.job_exits import JobExits
-from npa_workflow.protocol import environment, errors
+from npa_workflow.protocol import errors
 from npa_workflow.protocol import functions as function_table
+from npa_workflow.protocol.deployment import INBOX_PREFIX
 from npa_workflow.protocol.stack import LOCAL_BUCKET, LOCAL_LEDGER_TABLE, SERVE_HOME_KEY, deployable_spec_files
 from npa_workflow.spec.load import load_spec
 from npa_workflow.spec.validate import LoadedSpec
 
 LOG = logging.getLogger(__name__)
-AD_HOC_PREFIX = "npa-workflow-adhoc-"
 ENDED = ("FAILED", "ABORTED", "TIMED_OUT")
 RUNS_TRACKED = 1000
 REAP_SETTLE_SECONDS = 10.0
@@ -172,8 +162,9 @@ class Serve:
         self.pump: EventPump  # once deployed
         self.endpoint_url = ""
         self.console_url = ""  # once serving, with options.console
-        # (bucket, key) → (etag, size) of objects stored since the loop last delivered (durable_aws tells)
-        self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int]] = collections.OrderedDict()
+        # (bucket, key) → (etag, size, version id) of objects stored since the loop last delivered (durable_aws tells)
+        self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int, str | None]] = \
+            collections.OrderedDict()
         self._arrived_lock = threading.Lock()
         # Runs seen RUNNING in the ledger's writes whose end is not said yet: what the loop follows (not every run)
         self._running: set[str] = set()
@@ -228,13 +219,13 @@ class Serve:
             stack.enter_context(record_stops(self._stopped))
             session = boto3.session.Session(region_name=REGION)
             clients = {name: session.client(name, endpoint_url=self.endpoint_url)
-                       for name in ("s3", "iam", "lambda", "stepfunctions")}
+                       for name in ("s3", "iam", "lambda", "stepfunctions", "logs", "events")}
             engine = wiring.engine_from_environment()
             # What a previous serve on this home kept (embedded_aws.durable_aws): its objects before the deploy (which
             # then writes the current specs and catalog over them), its ledger after the table exists.
             durable.restore_objects()
             settings = self._deploy(clients, engine, specs)
-            stack.enter_context(process_environment(inbox_environment(settings)))  # the inbox function's
+            stack.enter_context(process_environment(settings.process_environment()))  # what the functions read
             durable.restore_items()
             self._durable = durable
             delivered = durable.delivered(OBJECT_EVENTS)
@@ -262,51 +253,48 @@ class Serve:
             finally:
                 self._reap_all(engine, SfnExecutions(clients["stepfunctions"]), "npa-workflow serve stopped")
 
-    def _deploy(self, clients: dict[str, Any], engine: Any, specs: list[tuple[Path, LoadedSpec]]) -> InboxSettings:
-        s3, sfn = clients["s3"], clients["stepfunctions"]
-        for bucket in [LOCAL_BUCKET] + [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
+    def _deploy(self, clients: dict[str, Any], engine: Any, specs: list[tuple[Path, LoadedSpec]]) -> EmbeddedStack:
+        """The stack of every spec in the folder (`local.embedded_stack`, the deployment model's), with ad-hoc specs
+        allowed (so `submit` of any spec file works) and the buckets the specs name as trigger-event buckets."""
+        s3 = clients["s3"]
+        buckets: list[str] = []
+        for bucket in [b for _, loaded in specs for b in _spec_buckets(loaded.spec.config)]:
             try:
                 create_bucket(s3, bucket)
             except ClientError as exc:
                 LOG.warning("cannot create the local bucket %s: %s", bucket, exc)
-        engine.ledger.create_table()
-        role_arn, arns = deploy_functions(clients)
-        self.pump = event_pump(clients, self.home / "serve" / "lambda-failures.jsonl")
-        settings = InboxSettings(allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX, ad_hoc_role_arn=role_arn,
-                                 function_arns={})
-        # Compile exactly as the inbox will (its defaults), so its comparison picks the deployed machine.
-        options = CompileOptions(heartbeat_seconds=settings.heartbeat_seconds)
-        machines: dict[str, str] = {}
-        for path, loaded in specs:
-            compiled = compile_spec(loaded, options)
-            machines[loaded.spec.name] = sfn.create_state_machine(
-                name=sanitize(f"npa-workflow-{loaded.spec.name}"), roleArn=role_arn, type="STANDARD",
-                definition=machine_definition(compiled.definition, arns),
-            )["stateMachineArn"]
-            s3.put_object(Bucket=LOCAL_BUCKET, Key=f"{DEPLOYED_SPECS_PREFIX}{loaded.spec.name}.yaml",
-                          Body=path.read_bytes())
-        s3.put_object(Bucket=LOCAL_BUCKET, Key=CATALOG_KEY, Body=self.catalog.read_bytes())
-        placeholders = {fn.placeholder: arns[fn.name] for fn in function_table.MACHINE_INVOKED}
-        return InboxSettings(state_machines=machines, allow_ad_hoc=True, ad_hoc_prefix=AD_HOC_PREFIX,
-                             ad_hoc_role_arn=role_arn, function_arns=placeholders,
-                             heartbeat_seconds=settings.heartbeat_seconds)
+                continue
+            buckets.append(bucket)
+        deployment = twin_deployment(allow_ad_hoc=True, trigger_event_buckets=buckets)
+        # Compiled as the inbox compiles (the deployment's options), so its comparison picks the deployed machine.
+        options = deployment.compile_options()
+        stack_specs = [StackSpec(loaded.spec.name, path.read_bytes(), compile_spec(loaded, options).definition)
+                       for path, loaded in specs]
+        stack = deploy_stack(clients, deployment, stack_specs, catalog=self.catalog.read_bytes(),
+                             data_buckets=list(dict.fromkeys(buckets)),
+                             failures_path=self.home / "serve" / "lambda-failures.jsonl", ledger=engine.ledger)
+        self.pump = stack.pump
+        return stack
 
-    def _write_serve_json(self, settings: InboxSettings, s3: Any) -> None:
+    def _write_serve_json(self, settings: EmbeddedStack, s3: Any) -> None:
+        placeholders = {fn.placeholder: settings.function_arns[fn.name] for fn in function_table.MACHINE_INVOKED}
         doc = {"endpoint": self.endpoint_url, "bucket": LOCAL_BUCKET, "ledger_table": LOCAL_LEDGER_TABLE,
                "pid": os.getpid(), "catalog": str(self.catalog),
-               "state_machines": dict(settings.state_machines), "ad_hoc_prefix": settings.ad_hoc_prefix,
-               "ad_hoc_role_arn": settings.ad_hoc_role_arn, "function_arns": dict(settings.function_arns)}
+               "state_machines": dict(settings.machines), "ad_hoc_prefix": settings.deployment.ad_hoc_prefix,
+               "ad_hoc_role_arn": settings.role_arn, "function_arns": placeholders}
         (self.home / "serve.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         # Clients in any folder find this stack's job logs through the stack itself (stack_client.serve_home).
         s3.put_object(Bucket=LOCAL_BUCKET, Key=SERVE_HOME_KEY,
                       Body=json.dumps({"home": str(self.home.resolve()), "pid": os.getpid()}).encode())
 
     # ---------------------------------------------------------------------------------------- the loop
-    def _loop(self, engine: Any, clients: dict[str, Any], settings: InboxSettings) -> None:
+    def _loop(self, engine: Any, clients: dict[str, Any], settings: EmbeddedStack) -> None:
         sfn = SfnExecutions(clients["stepfunctions"])  # the Executions port on the local Step Functions
         self._exits = exits = JobExits(self.home / "jobs")
         s3 = clients["s3"]
-        self._guarded(lambda: self._undelivered_objects(s3))  # once: what a previous serve left undelivered
+        # once: what a previous serve left undelivered, in the buckets whose events a rule takes
+        watched = [LOCAL_BUCKET, *settings.deployment.trigger_event_buckets]
+        self._guarded(lambda: self._undelivered_objects(s3, watched))
         last_watch = 0.0
         while not self._stop.is_set():
             started = time.monotonic()
@@ -327,10 +315,10 @@ class Serve:
             LOG.warning("serve: a pass failed: %s", exc, exc_info=True)
 
     # -- what the durable layer hears (on moto's writing threads: quick, no call to the stack) -----------------
-    def _object_stored(self, bucket: str, key: str, etag: str, size: int) -> None:
+    def _object_stored(self, bucket: str, key: str, etag: str, size: int, version_id: str | None = None) -> None:
         with self._arrived_lock:
             self._arrived.pop((bucket, key), None)
-            self._arrived[(bucket, key)] = (etag, size)
+            self._arrived[(bucket, key)] = (etag, size, version_id)
         if self._exits is not None:
             self._exits.nudge()
 
@@ -342,9 +330,9 @@ class Serve:
             self._running.add(run.run_id)  # started, or resumed: its next end is news
 
     # -- S3 → EventBridge ------------------------------------------------------------------------------------
-    def _undelivered_objects(self, s3: Any) -> None:
-        """Every object not yet delivered at its ETag (the durable cursor), found by listing, once."""
-        for bucket in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
+    def _undelivered_objects(self, s3: Any, buckets: list[str]) -> None:
+        """Every object of `buckets` not yet delivered at its ETag (the durable cursor), found by listing, once."""
+        for bucket in buckets:
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
                 for obj in page.get("Contents", []):
                     key, etag = obj["Key"], str(obj.get("ETag", ""))
@@ -352,19 +340,20 @@ class Serve:
                         self._object_stored(bucket, key, etag, int(obj.get("Size", 0)))
 
     def _object_events(self, s3: Any) -> None:
-        """Each object stored since the last pass is one "Object Created" event to the rules' targets (the inbox
-        for `inbox/` of the engine bucket, the trigger for every object)."""
+        """Each object stored since the last pass is one "Object Created" event on the bus: the rules whose
+        patterns match it deliver it (the inbox for `inbox/` of the engine bucket, the trigger for the engine
+        bucket and the trigger-event buckets; another bucket's object reaches no function, as in the cloud)."""
         while True:
             with self._arrived_lock:
                 if not self._arrived:
                     return
-                (bucket, key), (etag, size) = self._arrived.popitem(last=False)
+                (bucket, key), (etag, size, version_id) = self._arrived.popitem(last=False)
             if self._seen.get((bucket, key)) == etag:
                 continue
             inbox = bucket == LOCAL_BUCKET and key.startswith(INBOX_PREFIX)
             if inbox:
                 self._ensure_buckets(s3, bucket, key)
-            results = self.pump.object_created(bucket, key, etag=etag, size=size, inbox=inbox)
+            results = self.pump.object_created(bucket, key, etag=etag, size=size, version_id=version_id)
             if inbox:
                 done = results.get("inbox") or {"status": "failed (see serve/lambda-failures.jsonl)"}
                 _say(f"inbox {key}: {done.get('status')}" + (f" run {done['run_id']}" if done.get("run_id") else ""))
@@ -480,19 +469,6 @@ class Serve:
                             sfn.stop(run.execution_arn, errors.RUN_INTERRUPTED, reason)
                     with contextlib.suppress(Exception):
                         reap(engine, run.run_id, reason)
-
-
-def inbox_environment(settings: InboxSettings) -> dict[str, str]:
-    """The inbox function's configuration, as the CDK app passes it (`InboxSettings.from_environment` reads it)."""
-    env = {
-        environment.STATE_MACHINES: json.dumps(dict(settings.state_machines)),
-        environment.ALLOW_AD_HOC: "true" if settings.allow_ad_hoc else "false",
-        environment.AD_HOC_MACHINE_PREFIX: settings.ad_hoc_prefix,
-        environment.AD_HOC_ROLE_ARN: settings.ad_hoc_role_arn,
-        environment.HEARTBEAT_SECONDS: str(settings.heartbeat_seconds),
-    }
-    env.update({FUNCTION_ARN_ENVS[p]: arn for p, arn in settings.function_arns.items() if p in FUNCTION_ARN_ENVS})
-    return env
 
 
 def secrets_serve_lacks(specs: list[tuple[Path, LoadedSpec]]) -> list[str]:
