@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -136,11 +137,18 @@ def cli(*args: str, home: Path, cwd: Path | None = None, timeout: float = 60) ->
                           timeout=scaled(timeout))
 
 
+def interruptible() -> None:
+    """A child's SIGINT back to its default, so that the test's Ctrl-C reaches it: a suite started in the
+    background of a script (`./scripts/test.sh &`) inherits SIGINT ignored, and a Python started so installs no
+    KeyboardInterrupt handler (the Ctrl-C tests then saw a run finish, or not end, after their signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_cli(*args: str, home: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "NPA_WORKFLOW_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL", None)
     return subprocess.Popen([*CLI, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=interruptible)
 
 
 def stop_process(proc: subprocess.Popen[Any], grace: float = 30) -> None:

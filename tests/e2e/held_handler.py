@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from e2e_support import interruptible
+
 HOLD_ENV = "NPA_TEST_HOLD"  # "<function>" or "<function>:<state>"
 MARKER_ENV = "NPA_TEST_HOLD_MARKER"  # the file the held call writes its event to
 
@@ -50,4 +52,4 @@ def held_cli(*args: str, function: str, marker: Path, home: Path, cwd: Path | No
     program = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
                "import held_handler; held_handler.install(); from npa_workflow.cli.app import main; main()")
     return subprocess.Popen([sys.executable, "-c", program, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
