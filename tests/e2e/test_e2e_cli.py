@@ -46,10 +46,11 @@ def test_a_trigger_waits_until_the_objects_land_and_records_the_watermark(tmp_pa
         landing = f"trigger/{run_id}/landing/"
         wait_until(lambda: ledger.watermark(run_id, "ingest"), 60, "the trigger never started waiting")
         s3.put_object(Bucket="npa-workflow-local", Key=landing + "a.csv", Body=b"a,1\n")
-        time.sleep(2.5)
+        # the run has seen the first object (counted it) and goes on waiting for the second
+        mark = wait_until(lambda: (m := ledger.watermark(run_id, "ingest")) is not None and m.objects == 1 and m,
+                          30, "the landed object was not counted")
+        assert not mark.satisfied
         assert proc.poll() is None, "the run did not wait for the second object"
-        mark = ledger.watermark(run_id, "ingest")
-        assert mark is not None and not mark.satisfied
         landed = time.time()
         s3.put_object(Bucket="npa-workflow-local", Key=landing + "b.csv", Body=b"b,2\n")
         out, err = proc.communicate(timeout=60)

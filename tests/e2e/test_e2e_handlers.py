@@ -16,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deadlines import deadline as scaled  # noqa: E402
 from e2e_support import group_alive  # noqa: E402
 
 from npa_workflow import wiring  # noqa: E402
@@ -132,7 +133,7 @@ def test_the_watch_handler_observes_a_finished_job_and_records_it(engine: object
         name="watch-run-01-quick", step=step("quick", [sys.executable, "-c", "pass"]), env={},
         workdir=tmp_path))
     engine.ledger.record_submission(run_id, "quick", 1, job_id=submission.job_id)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     report = {}
     while time.monotonic() < deadline:
         report = handler({"id": "tick", "source": "aws.events"}, context("npa-workflow-watch"))

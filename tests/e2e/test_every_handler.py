@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +70,11 @@ def test_serve_invokes_every_handler_of_the_function_table(tmp_path: Path) -> No
     serve = Serve(ServeOptions(catalog=ws / "tools.yaml", home=tmp_path / "home", tick_seconds=0.2),
                   on_endpoint=endpoint.append)
     before = dict(moto_lambda.invocations)
+
+    def missing() -> list[str]:
+        ran = {handler: n - before.get(handler, 0) for handler, n in moto_lambda.invocations.items()}
+        return [f.name for f in function_table.FUNCTIONS if ran.get(f.handler, 0) < 1]
+
     thread = threading.Thread(target=serve.serve, name="serve", daemon=True)
     thread.start()
     try:
@@ -88,10 +92,9 @@ def test_serve_invokes_every_handler_of_the_function_table(tmp_path: Path) -> No
 
         runs = wait_until(ended, 150, "the two runs did not end", interval=0.5)
         assert runs == {"every-flow": "SUCCEEDED", "every-fails": "FAILED"}
-        time.sleep(0.5)  # the status-change events of the last execution
+        # the status-change events of the last execution reach their handler after the run's end
+        wait_until(lambda: not missing(), 30, "a handler of the function table was never invoked", interval=0.1)
     finally:
         serve.stop()
         thread.join(timeout=60)
-    ran = {handler: n - before.get(handler, 0) for handler, n in moto_lambda.invocations.items()}
-    missing = [f.name for f in function_table.FUNCTIONS if ran.get(f.handler, 0) < 1]
-    assert not missing, f"handlers the twin never invoked: {missing} (invocations: {ran})"
+    assert not missing(), f"handlers the twin never invoked: {missing()} (invocations: {moto_lambda.invocations})"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deadlines import deadline as scaled  # noqa: E402
 from e2e_support import run, workspace  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -53,11 +54,14 @@ def test_a_group_member_past_its_deadline_fails_the_group_as_a_timeout(tmp_path:
     ws = workspace(tmp_path)
     spec = ws / "fanout.yaml"
     spec.write_text((Path(__file__).resolve().parents[2] / "specs" / "fanout.yaml").read_text())
-    report = run(spec, tmp_path / "home", run_id="slow-group", max_wait_seconds=3,
-                 variables={"shard_sleep": "30"})
+    # Every wave's deadline: room for `prepare` (a short job) on this machine now, a tenth of what a shard sleeps.
+    # A fixed 3 s timed `prepare` out on a loaded machine (and a 2 s heartbeat missed its beat).
+    max_wait = max(3, round(scaled(3)))
+    report = run(spec, tmp_path / "home", run_id="slow-group", max_wait_seconds=max_wait,
+                 variables={"shard_sleep": str(10 * max_wait)})
     assert report["status"] == "FAILED"
     message = report["error"]["message"]
     assert "Custom Error Names" not in message
     assert report["error"]["state"] == "shards"
-    assert "timed out" in message and "deadline of 3 s" in message and "States.Timeout" in message
+    assert "timed out" in message and f"deadline of {max_wait} s" in message and "States.Timeout" in message
     assert {w["status"] for w in report["waves"] if w["state"].startswith("shard-")} == {"CANCELLED"}

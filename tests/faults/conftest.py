@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from deadlines import deadline as scaled  # noqa: E402
+
 import npa_workflow
 from npa_workflow.local_jobs import containment
 from npa_workflow.local_jobs.executor import JobInfo, LocalExecutor
@@ -28,10 +31,13 @@ def alive(pid: int) -> bool:
 
 
 def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    """Polls `predicate` until it is true; `timeout` is what the work needs on the idle reference machine,
+    scaled to this one (tests/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
+            raise AssertionError(f"{what} not reached within {timeout:.0f} s")
         time.sleep(0.05)
 
 
@@ -68,7 +74,7 @@ def ex(tmp_path: Path, mode: str) -> Iterator[LocalExecutor]:
     yield executor
     ids = [p.stem for p in executor.jobs_dir.glob("*.json")]
     executor.cancel(ids, grace_seconds=0.2)
-    executor.wait_gone(ids, timeout=5)
+    executor.wait_gone(ids, timeout=scaled(5))
 
 
 def plan_step(argv: list[str], state: str = "work") -> PlanStep:

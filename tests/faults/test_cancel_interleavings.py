@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from deadlines import deadline as scaled
 
 from npa_workflow.embedded_aws.pause_aware_waits import PauseAwareEvent, pause_aware_waits
 from npa_workflow.engine.cleanup import cleanup, reap
@@ -164,7 +165,7 @@ def test_a_job_that_exited_0_while_the_runtime_was_frozen_succeeds(tmp_path) -> 
                                 str(spec), "--run-id", "frozen1", "--max-wait-seconds", "12", "--json"], cwd=ws,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         while not any(p.read_text().startswith("started") for p in (home / "jobs").glob("*.log")) \
                 if (home / "jobs").is_dir() else True:
             assert time.monotonic() < deadline and runtime.poll() is None, "the step did not start"

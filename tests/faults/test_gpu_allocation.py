@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deadlines import deadline as scaled
 
 from npa_workflow.engine.ports import JobRequest, SubmitError
 from npa_workflow.local_jobs.accelerators import requested_gpus
@@ -32,10 +33,10 @@ JOB = textwrap.dedent("""
     with open(out + ".tmp", "w") as fh:
         fh.write(f"{os.getpid()} [{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}]\\n")
     os.replace(out + ".tmp", out)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + CAP
     while not os.path.exists(out + ".release") and time.monotonic() < deadline:
         time.sleep(0.05)
-""")
+""").replace("CAP", str(round(scaled(20))))  # at most 20 s on an idle machine, scaled to this one
 
 
 def fake_nvidia_smi(bin_dir: Path, count: int, exit_code: int = 0) -> Path:

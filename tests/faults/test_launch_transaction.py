@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import subprocess
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from deadlines import deadline as scaled
 
 from npa_workflow.engine.ports import JobRequest
 from npa_workflow.local_jobs.executor import FAILED, RUNNING, LocalExecutor
@@ -72,18 +72,19 @@ def test_kill_9_mid_launch_never_runs_an_unrecorded_job_and_the_retry_runs_it_on
         [job_id] = ids  # the identity was durable before anything could start
         info = wait_terminal(ex, job_id, timeout=10)
         assert info.status == FAILED and (info.error or "").startswith("process lost: the job was never started")
-        assert ex.wait_gone([job_id], timeout=5)
-    time.sleep(0.5)
+        assert ex.wait_gone([job_id], timeout=scaled(5))
+    # the launcher is dead and no process of the job remains: nothing can write the counter from now on
     assert not counter.exists(), "the job ran although its launch never completed"
 
     # The retry (a resume's launch of the same attempt) finds no started job of that name: it launches once.
     jobs = LocalJobExecutor(ex, cancel_grace_seconds=0.5)
     submitted = jobs.submit(_request(counter))
+    named = ex.find_by_name("run1.work.a1")
     try:
         wait_until(lambda: counter.exists() and counter.read_text() == "ran\n", 10, "job started")
         again = jobs.submit(_request(counter))  # and a third launch adopts it
         assert again.job_id == submitted.job_id
-        time.sleep(0.3)
+        assert ex.find_by_name("run1.work.a1") == named  # no further job: its record would precede its start
         assert counter.read_text() == "ran\n"
     finally:
         jobs.cancel([submitted.job_id])
@@ -102,7 +103,7 @@ def test_a_launcher_killed_after_launch_leaves_a_job_the_retry_adopts_never_doub
     assert ex.statuses([job_id])[job_id].status == RUNNING
     jobs = LocalJobExecutor(ex, cancel_grace_seconds=0.5)
     assert jobs.submit(_request(counter)).job_id == job_id
-    time.sleep(0.3)
+    assert ex.find_by_name("run1.work.a1") == [job_id]  # adopted: a second job's record would precede its start
     assert counter.read_text() == "ran\n"
     jobs.cancel([job_id])
     assert jobs.confirm_cancelled([job_id], 5)

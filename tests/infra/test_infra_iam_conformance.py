@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import deadline as scaled
 from iam_conformance import ACCOUNT, MACHINE, RECORDER, REGION, Resolver, allowed, authorizations
 from infra_support import (
     DATA_KEY_ARN,
@@ -135,7 +136,7 @@ def test_every_call_of_a_run_is_allowed_by_the_callers_synthesized_role(
             # The deployed machine, found through catalog/machines.json and the ARN prefix in the environment.
             assert started["status"] == "started" and started["machine"] == "deployed", started
             assert started["machine_arn"] == machine_arn
-            status, deadline = "RUNNING", time.monotonic() + 120
+            status, deadline = "RUNNING", time.monotonic() + scaled(120)
             while status == "RUNNING" and time.monotonic() < deadline:
                 with RECORDER.acting_as("watch"):
                     watch_handler({"id": "tick", "source": "aws.events"}, _context("watch"))
@@ -337,7 +338,7 @@ def test_the_watch_may_describe_an_ended_execution_and_reap_its_jobs(
                 execution = sfn.start_execution(stateMachineArn=machine_arn, name=run_id)["executionArn"]
                 # moto's StopExecution fails (AttributeError) on an execution whose worker has not started yet:
                 # stop it once it waits, as a running execution would be stopped on AWS.
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + scaled(10)
                 while not any(e["type"] == "WaitStateEntered"
                               for e in sfn.get_execution_history(executionArn=execution)["events"]):
                     assert time.monotonic() < deadline, "moto's execution never entered its Wait state"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import deadline as scaled
 from iam_conformance import REGION
 from infra_support import UNIT_CONTEXT, Synth, synthesize
 from test_infra_iam_conformance import BUCKET, TABLE, _context, _inbox_environment, _object_created
@@ -115,7 +116,7 @@ def test_a_deploy_of_a_changed_spec_mid_wave_leaves_the_run_on_its_definition_an
                 return started
 
             def tick_until(done: Any, what: str) -> None:
-                deadline = time.monotonic() + 120
+                deadline = time.monotonic() + scaled(120)
                 while not done():
                     assert time.monotonic() < deadline, what
                     watch_handler({"id": "tick", "source": "aws.events"}, _context("watch"))

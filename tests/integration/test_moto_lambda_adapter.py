@@ -30,6 +30,7 @@ from npa_workflow.embedded_aws.moto_server import MotoServer, start_moto_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import moto_handlers as handlers  # noqa: E402
+from deadlines import deadline as scaled  # noqa: E402
 
 REGION = "us-east-1"
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": REGION}
@@ -80,6 +81,7 @@ def wait_execution(sfn: Any, exec_arn: str, timeout: float) -> dict[str, Any]:
     moto can report SUCCEEDED before ``output`` is set (reference: 'racy'), so a SUCCEEDED
     description without output is read again; likewise, briefly, a FAILED one without ``error``.
     """
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     failed_since: float | None = None
     while True:
@@ -265,10 +267,13 @@ def test_lambda_invoke_and_plain_function_arn(aws: Aws) -> None:
 
 
 def test_wait_for_task_token_success_with_heartbeats(aws: Aws) -> None:
+    # Heartbeats keep a task alive for longer than its HeartbeatSeconds (1 s on an idle machine, scaled: a beat
+    # late by a loaded machine's scheduling is not what this test is about).
+    heartbeat = max(1, round(scaled(1)))
+
     def act(sfn: Any, token: str) -> None:
-        # Heartbeats keep a task with HeartbeatSeconds=1 alive for longer than 1 s.
         for _ in range(4):
-            time.sleep(0.4)
+            time.sleep(0.4 * heartbeat)
             sfn.send_task_heartbeat(taskToken=token)
         sfn.send_task_success(taskToken=token, output=json.dumps({"job_id": "local-1", "ok": True}))
 
@@ -276,12 +281,13 @@ def test_wait_for_task_token_success_with_heartbeats(aws: Aws) -> None:
     definition = {
         "StartAt": "Wave",
         "States": {
-            "Wave": token_task(aws.fn_arns["store_token"], HeartbeatSeconds=1, TimeoutSeconds=30, ResultPath="$.wave")
+            "Wave": token_task(aws.fn_arns["store_token"], HeartbeatSeconds=heartbeat, TimeoutSeconds=30 * heartbeat,
+                                ResultPath="$.wave")
             | {"End": True}
         },
     }
-    desc = aws.run(definition, {"run": "r1"})
-    thread.join(5)
+    desc = aws.run(definition, {"run": "r1"}, timeout=20.0 * heartbeat)
+    thread.join(scaled(5))
     assert not thread.errors  # type: ignore[attr-defined]
     out = output(desc)
     assert out == {"run": "r1", "wave": {"job_id": "local-1", "ok": True}}

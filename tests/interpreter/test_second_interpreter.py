@@ -24,6 +24,7 @@ from typing import Any
 
 import boto3
 import pytest
+from deadlines import deadline as scaled
 
 from npa_workflow.local.runtime import LocalRunOptions, run_local
 
@@ -235,7 +236,7 @@ class HistoryProbe:
         arn = next(e["executionArn"] for m in sfn.list_state_machines()["stateMachines"]
                    for e in sfn.list_executions(stateMachineArn=m["stateMachineArn"])["executions"]
                    if e["name"] == self.execution_name)
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + scaled(3.0)
         while True:  # moto can report the end a moment before the history and the error are complete
             events = sfn.get_execution_history(executionArn=arn)["events"]
             desc = sfn.describe_execution(executionArn=arn)

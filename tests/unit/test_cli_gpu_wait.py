@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deadlines import deadline as scaled
 from rich.console import Console
 
 from npa_workflow.cli.progress import WAITING_FOR_GPUS, print_summary, shown_status, wave_dicts, with_gpu_waits
@@ -20,7 +21,7 @@ from npa_workflow.local_jobs.executor import LocalExecutor, waiting_for_gpus
 from npa_workflow.protocol import environment
 
 # The job: wait (at most 20 s) for the release file.
-HOLD = ("import os, sys, time\nd = time.monotonic() + 20\n"
+HOLD = ("import os, sys, time\nd = time.monotonic() + " + str(round(scaled(20))) + "\n"
         "while not os.path.exists(sys.argv[1]) and time.monotonic() < d:\n    time.sleep(0.05)\n")
 
 

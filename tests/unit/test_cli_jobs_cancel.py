@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from deadlines import deadline as scaled
+
 from npa_workflow.cli.progress import left_running
 
 CLI = [sys.executable, "-c", "from npa_workflow.cli.app import main; main()"]
@@ -76,6 +78,6 @@ def test_a_timed_out_job_keeps_running_after_run_and_the_named_command_cancels_i
             pid = int(pid_file.read_text() or 0) or None
         if pid is not None and alive(pid):
             os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + scaled(5)
             while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)

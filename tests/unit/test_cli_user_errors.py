@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from deadlines import deadline as scaled
 from typer.testing import CliRunner
 
 from npa_workflow.cli.app import app
@@ -269,7 +270,7 @@ def test_status_watch_json_prints_the_report_once_the_run_ended(tmp_path: Path) 
         serve = subprocess.Popen([*cli, "serve", "--port", port, "--catalog", str(specs / "tools.yaml")], env=env,
                                  stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while "endpoint http://" not in log.read_text():
             assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
@@ -314,7 +315,7 @@ def test_status_of_a_local_run_whose_process_was_killed_is_built_from_its_ledger
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
     jobs = tmp_path / "home" / "jobs"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not list(jobs.glob("local-*.log")):  # the wave's job has started
             assert runtime.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)

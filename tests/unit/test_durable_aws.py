@@ -18,10 +18,12 @@ def test_two_puts_of_one_key_are_recorded_in_the_order_moto_applied_them(tmp_pat
     # Fault injection: the first writer is slow to record what moto already applied. A second PUT of the same key
     # must not get between moto and that record, or the older body would be the one kept on disk.
     original_record = DurableAws.record_object
+    recording = threading.Event()
 
     def slow_first_record(self, bucket, key, body):
         if body == b"first":
-            time.sleep(0.5)
+            recording.set()
+            time.sleep(0.5)  # the slowness injected: the second PUT is sent meanwhile
         original_record(self, bucket, key, body)
 
     monkeypatch.setattr(DurableAws, "record_object", slow_first_record)
@@ -31,7 +33,7 @@ def test_two_puts_of_one_key_are_recorded_in_the_order_moto_applied_them(tmp_pat
         s3.create_bucket(Bucket=BUCKET)
         first = threading.Thread(target=lambda: s3.put_object(Bucket=BUCKET, Key="k", Body=b"first"))
         first.start()
-        time.sleep(0.2)  # the first PUT is in moto and recording
+        assert recording.wait(timeout=30)  # the first PUT is in moto and recording
         s3.put_object(Bucket=BUCKET, Key="k", Body=b"second")
         first.join(timeout=30)
         in_moto = s3.get_object(Bucket=BUCKET, Key="k")["Body"].read()

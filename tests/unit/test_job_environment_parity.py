@@ -14,6 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
+from deadlines import deadline as scaled
 from moto import mock_aws
 
 from npa_workflow.adapters.s3_store import S3Store
@@ -84,7 +85,7 @@ def engine(tmp_path: Path, monkeypatch):
 
 
 def _wait_for(paths: list[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if all(Path(p).exists() and Path(p).stat().st_size for p in paths):
             return

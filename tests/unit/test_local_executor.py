@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from deadlines import deadline as scaled
 
 import npa_workflow
 from npa_workflow.local_jobs.executor import (
@@ -30,6 +31,7 @@ ENGINE_ROOT = str(Path(npa_workflow.__file__).resolve().parent.parent)
 
 
 def wait_terminal(ex: LocalExecutor, job_id: str, timeout: float = 10.0) -> JobInfo:
+    timeout = scaled(timeout)  # the idle machine's figure, scaled to this one
     deadline = time.monotonic() + timeout
     while True:
         info = ex.statuses([job_id])[job_id]
@@ -41,6 +43,7 @@ def wait_terminal(ex: LocalExecutor, job_id: str, timeout: float = 10.0) -> JobI
 
 
 def wait_for_file(path: Path, timeout: float = 10.0) -> str:
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists():
@@ -110,7 +113,7 @@ def test_a_python_job_starts_as_python_starts_though_its_wrapper_skips_site(tmp_
     try:
         if ahead:  # the first launch fills the wrapper started ahead; the second takes it
             wait_terminal(ex, ex.launch("fill", ["true"], env={}, cwd=None))
-            wait_until_ready = time.monotonic() + 10
+            wait_until_ready = time.monotonic() + scaled(10)
             while ex._ahead._ready is None and time.monotonic() < wait_until_ready:
                 time.sleep(0.02)
             assert ex._ahead._ready is not None

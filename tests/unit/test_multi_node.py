@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deadlines import deadline as scaled
 
 from npa_workflow.engine.ports import JobRequest
 from npa_workflow.local_jobs.executor import LocalExecutor
@@ -31,7 +32,7 @@ seen = {k: os.environ.get(k) for k in keys}
 seen["pid"] = os.getpid()
 open(os.path.join(out, f"node-{rank}.tmp"), "w").write(json.dumps(seen))
 os.replace(os.path.join(out, f"node-{rank}.tmp"), os.path.join(out, f"node-{rank}.json"))
-deadline = time.monotonic() + 20
+deadline = time.monotonic() + CAP
 while len([n for n in os.listdir(out) if n.endswith(".json")]) < nodes:
     if time.monotonic() > deadline:
         sys.exit(9)
@@ -39,7 +40,7 @@ while len([n for n in os.listdir(out) if n.endswith(".json")]) < nodes:
 if rank == os.environ.get("FAIL_RANK"):
     sys.exit(3)
 time.sleep(float(os.environ.get("NODE_SLEEP", "0")))
-"""
+""".replace("CAP", str(round(scaled(20))))  # at most 20 s on an idle machine, scaled
 
 
 def step(nodes: int, accelerators: str | None = None) -> PlanStep:
@@ -55,7 +56,7 @@ def request(the_step: PlanStep, out: Path, name: str = "r1-01-train", **env: str
 
 
 def until(predicate, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)

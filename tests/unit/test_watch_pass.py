@@ -11,6 +11,7 @@ from pathlib import Path
 import boto3
 import pytest
 import test_engine_functions as base
+from deadlines import deadline as scaled
 
 from npa_workflow.adapters.s3_store import S3Store
 from npa_workflow.engine.launch import launch
@@ -80,8 +81,9 @@ def test_one_waves_unexpected_error_is_reported_and_does_not_stop_the_pass(engin
     def a_reported() -> bool:
         return any("run a " in e and "throttled" in e for e in reported)
 
-    for _ in range(200):  # until both jobs ended and were tended (b's can end first: its wrapper was started ahead)
-        reported += watch_pass(engine).errors
+    deadline = time.monotonic() + scaled(20)
+    while time.monotonic() < deadline:  # until both jobs ended and were tended (b's can end first: its wrapper was
+        reported += watch_pass(engine).errors  # started ahead)
         if engine.callbacks.outcomes("tb") and a_reported():
             break
         time.sleep(0.1)
@@ -115,9 +117,11 @@ def count_calls(engine, monkeypatch) -> dict[str, int]:
 
 
 def wait_running(engine, n: int) -> None:
-    for _ in range(200):
+    deadline = time.monotonic() + scaled(20)
+    while time.monotonic() < deadline:
         if watch_pass(engine, heartbeat_every_seconds=0).running == n:
             return
+        time.sleep(0.02)
     raise AssertionError("jobs never ran")
 
 
@@ -193,7 +197,8 @@ def test_examples_write_under_the_deployments_own_bucket(engine, path: Path):
     assert uris and all(u.startswith("s3://engine/") for u in uris)
 
 
-ORPHAN_JOB_SECONDS = 30  # how long an orphan's job runs by itself: every wait of these tests ends well before
+ORPHAN_JOB_SECONDS = 30  # how long an orphan's job runs by itself on an idle machine (scaled to this one): every
+# wait of these tests ends well before
 
 
 def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, str]:
@@ -211,25 +216,25 @@ def orphan_setup(engine, monkeypatch, run_id: str, *, stop: bool) -> tuple[str, 
         name=f"m-{run_id}", roleArn="arn:aws:iam::123456789012:role/sfn",
         definition=json.dumps({"StartAt": "w", "States": {"w": {"Type": "Wait", "Seconds": 600, "End": True}}}))
     arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], name=run_id)["executionArn"]
-    started = time.monotonic()
+    started, lifetime = time.monotonic(), scaled(ORPHAN_JOB_SECONDS)
     if stop:
         # moto's worker thread sets up the execution's environment after StartExecution returns; a stop before
         # that meets no environment (AttributeError in moto's worker). Stop once it has entered its Wait state.
         while not any(e["type"] == "WaitStateEntered"
                       for e in sfn.get_execution_history(executionArn=arn)["events"]):
-            assert time.monotonic() < started + ORPHAN_JOB_SECONDS / 4, "moto never started the execution"
+            assert time.monotonic() < started + lifetime / 4, "moto never started the execution"
             time.sleep(0.02)
         sfn.stop_execution(executionArn=arn)
     engine.callbacks = SfnCallbacks(sfn)
     engine.executions = SfnExecutions(sfn)
-    slow = SPEC.replace('code: "pass"', f'code: "import time; time.sleep({ORPHAN_JOB_SECONDS})"')
+    slow = SPEC.replace('code: "pass"', f'code: "import time; time.sleep({lifetime:.0f})"')
     engine.runs.freeze(run_id, slow, "", {}, RunOptions())
     engine.ledger.put_run(RunRecord(run_id=run_id, workflow="t", execution_arn=arn))
     job = launch(engine, {"run_id": run_id, "state": "work", "loops": {"l1": 1}, "token": "gone-token"})["job_id"]
     if stop:
         # moto's worker thread records the stop when it next looks (later under load): the pass must describe
         # an ended execution. Bounded by the job's own lifetime, past which nothing would be orphaned.
-        deadline = started + ORPHAN_JOB_SECONDS / 2
+        deadline = started + lifetime / 2
         while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
             assert time.monotonic() < deadline, "moto never recorded the stop of the execution"
             time.sleep(0.05)

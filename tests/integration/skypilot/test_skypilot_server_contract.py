@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from deadlines import deadline as scaled
 
 from npa_workflow.adapters.skypilot_api import (
     API_VERSION,
@@ -65,7 +66,9 @@ class Launched:
 
 
 def wait_until(what: str, probe: Callable[[], object | None], timeout: float, interval: float = 2.0) -> object:
-    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    """Call ``probe`` until it returns something truthy; fail with ``what`` after ``timeout`` (the idle machine's
+    figure, scaled to this one: tests/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last: object | None = None
     while True:
