@@ -64,7 +64,7 @@ metadata: {name: probe}
 initial: probe
 states:
   probe:
-    run: {argv: [python, probe.py, "s3://{{run.bucket}}/probe/{{run.id}}/own.json", answers.json]}
+    run: {argv: [python, probe.py, "s3://{{run.bucket}}/probe/{{run.id}}/own.json", "{{config.answers}}"]}
     outputs: [{uri: "s3://{{run.bucket}}/probe/{{run.id}}/own.json"}]
     terminal: true
 """
@@ -76,10 +76,10 @@ def test_a_real_step_reaches_its_own_outputs_and_nothing_of_the_control_plane(tm
     ws.mkdir()
     (ws / "probe.py").write_text(PROBE)
     spec = ws / "probe.yaml"
-    spec.write_text(SPEC)
-    # the step runs in the spec's folder
+    answers_path = tmp_path / "answers.json"  # outside the code: the step runs in a staged copy of its folder
+    spec.write_text(SPEC.replace("metadata: {name: probe}", f"metadata: {{name: probe}}\nconfig: {{answers: {json.dumps(str(answers_path))}}}"))
     report = run_local(LocalRunOptions(spec=spec, home=tmp_path / "home", tick_seconds=0.2))
-    answers = json.loads((ws / "answers.json").read_text())
+    answers = json.loads(answers_path.read_text())
     assert report["status"] == "SUCCEEDED", report.get("error")
     assert answers["key"].startswith("NPASTEP") and answers["key"] != "testing"
     for name in ("ledger_scan", "list_tables", "list_state_machines", "send_task_success"):

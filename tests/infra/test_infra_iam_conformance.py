@@ -228,6 +228,18 @@ def test_each_function_given_the_token_secret_may_read_it(default_synth: Synth,
             assert not allowed(denied, action, resource), other
 
 
+def _steps_bundle() -> bytes:
+    """The example specs' step programs as a raw upload's code bundle (`tar -czf mine.code.tar.gz -C specs steps`)."""
+    import io
+    import tarfile
+
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        for path in sorted((REPO_ROOT / "specs" / "steps").glob("*.py")):
+            tar.add(path, arcname=f"steps/{path.name}")
+    return packed.getvalue()
+
+
 def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """With allowAdHocSpecs, a spec that is not deployed gets a content-addressed machine: CreateStateMachine
@@ -260,6 +272,8 @@ def test_the_inbox_may_create_and_start_an_ad_hoc_machine(ad_hoc_synth: Synth,
                 s3.put_object(Bucket=BUCKET, Key="catalog/tools.yaml", Body=(root / "tools.yaml").read_bytes())
                 s3.put_object(Bucket=BUCKET, Key="catalog/machines.json", Body=(root / "machines.json").read_bytes())
                 text = (REPO_ROOT / "specs" / f"{SPEC}.yaml").read_text(encoding="utf-8")
+                # an ad-hoc spec whose steps name files of its folder travels with its code (engine.inbox_code)
+                s3.put_object(Bucket=BUCKET, Key="inbox/mine.code.tar.gz", Body=_steps_bundle())
                 s3.put_object(Bucket=BUCKET, Key="inbox/mine.yaml",
                               Body=text.replace(f"\n  name: {SPEC}\n", "\n  name: mine\n", 1).encode())
             with RECORDER.acting_as("inbox"):
