@@ -77,7 +77,8 @@ def test_a_real_step_reaches_its_own_outputs_and_nothing_of_the_control_plane(tm
     (ws / "probe.py").write_text(PROBE)
     spec = ws / "probe.yaml"
     answers_path = tmp_path / "answers.json"  # outside the code: the step runs in a staged copy of its folder
-    spec.write_text(SPEC.replace("metadata: {name: probe}", f"metadata: {{name: probe}}\nconfig: {{answers: {json.dumps(str(answers_path))}}}"))
+    config = f"\nconfig: {{answers: {json.dumps(str(answers_path))}}}"
+    spec.write_text(SPEC.replace("metadata: {name: probe}", "metadata: {name: probe}" + config))
     report = run_local(LocalRunOptions(spec=spec, home=tmp_path / "home", tick_seconds=0.2))
     answers = json.loads(answers_path.read_text())
     assert report["status"] == "SUCCEEDED", report.get("error")
