@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -15,6 +14,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deadlines import deadline as scaled  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from e2e_support import stop_process  # noqa: E402, F401 - the one stop-a-process helper, re-exported for the tests
 
 from npa_workflow.embedded_aws.durable_aws import RUN_STATE_DIR, DurableAws
 from npa_workflow.ledger import RunRecord, WaveAttempt, WaveStatus
@@ -106,14 +108,6 @@ class Viewer(threading.Thread):
             self.conn.sock.close()
 
 
-def stop_process(proc: Any, grace: float = 30) -> None:
-    """SIGTERM (serve cancels its jobs and exits), then SIGKILL past `grace` seconds (as tests/e2e's helper)."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=scaled(grace))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0.05) -> Any:
