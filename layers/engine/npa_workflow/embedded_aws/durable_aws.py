@@ -41,11 +41,13 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUN_STATE_DIR", "DurableAws", "StateInUse", "durable_aws", "held_elsewhere", "run_ledger_items"]
+__all__ = ["HANDOFF_WAIT_S", "RUN_STATE_DIR", "DurableAws", "StateInUse", "durable_aws", "held_elsewhere",
+           "run_ledger_items"]
 
 LOG = logging.getLogger(__name__)
 ACCOUNT = "123456789012"  # moto's default account: what the servers' clients use
@@ -70,15 +72,38 @@ def _lock_path(root: Path) -> Path:
     return Path(root) / "lock"
 
 
-def held_elsewhere(root: Path) -> bool:
-    """Whether a live process holds the state in ``root`` (its stack is running)."""
+# The flock belongs to the lock file's open file description, and a process forked from the holder shares it until
+# its exec closes the descriptor (every descriptor here is close-on-exec). A runtime killed while it was starting a
+# process (the executor starts the next job's wrapper ahead, on a thread, right after each launch) leaves that
+# child holding the lock for the moments until its exec: milliseconds, more on a loaded machine. Whoever takes the
+# state over from a runtime that just died (`--resume` after kill -9) waits this long for such a handoff before it
+# says the state is in use; a live holder keeps it far longer, so the answer is the same, only later.
+HANDOFF_WAIT_S = 5.0
+_HANDOFF_POLL_S = 0.05
+
+
+def _take_flock(handle: Any, wait_s: float) -> bool:
+    """An exclusive flock on ``handle``, retried for up to ``wait_s`` seconds; whether it was taken."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_HANDOFF_POLL_S)
+
+
+def held_elsewhere(root: Path, wait_s: float = 0.0) -> bool:
+    """Whether a live process holds the state in ``root`` (its stack is running). ``wait_s``: how long a holder
+    may take to let go before the answer is yes (`HANDOFF_WAIT_S` when taking over from a runtime that just died;
+    0 for a listing, which only reports)."""
     path = _lock_path(root)
     if not path.is_file():
         return False
     with open(path) as handle:  # read-only: flock needs no write access, and a read-only home can be asked too
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take_flock(handle, wait_s):
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
     return False
@@ -86,16 +111,15 @@ def held_elsewhere(root: Path) -> bool:
 
 class DurableAws:
     """The durable state of one embedded AWS, in ``root`` (see the module doc). One process at a time holds it
-    (an flock on ``root/lock``, released by the kernel when the process dies, kill -9 included)."""
+    (an flock on ``root/lock``, released by the kernel when the process dies, kill -9 included, and any child it
+    was forking has exec'd; taking it waits ``wait_s`` for that handoff, see `HANDOFF_WAIT_S`)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wait_s: float = HANDOFF_WAIT_S) -> None:
         self.root = Path(root)
         self.bodies = self.root / "s3"
         self.bodies.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(_lock_path(self.root), "a+")  # noqa: SIM115 - held for the stack's life
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take_flock(self._lock_file, wait_s):
             self._lock_file.close()
             raise StateInUse(f"{self.root} is in use by another npa-workflow process (stop that run or serve, or "
                              "use another NPA_WORKFLOW_HOME)") from None

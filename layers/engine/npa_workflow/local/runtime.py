@@ -60,6 +60,7 @@ from npa_workflow import decisions, wiring
 from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import compile_spec
 from npa_workflow.embedded_aws.durable_aws import (
+    HANDOFF_WAIT_S,
     RUN_STATE_DIR,
     STATE_FILE,
     DurableAws,
@@ -451,8 +452,9 @@ class LocalRuntime:
         self.loaded = loaded
         getattr(self.progress, "spec_loaded", lambda _: None)(loaded)  # optional: a progress may use the spec
         run_dir = self.home / "runs" / self.run_id
-        if self.options.resume and held_elsewhere(run_dir / AWS_STATE_DIR):
-            # refused before anything starts (the durable state's own lock refuses it again, race-free, below)
+        if self.options.resume and held_elsewhere(run_dir / AWS_STATE_DIR, wait_s=HANDOFF_WAIT_S):
+            # refused before anything starts (the durable state's own lock refuses it again, race-free, below);
+            # a runtime killed a moment ago may still be handing the lock over (durable_aws.HANDOFF_WAIT_S)
             raise LocalRunError(in_use_message(run_dir))
         run_dir.mkdir(parents=True, exist_ok=True)
         executions = list(meta.get("executions", []))
