@@ -168,3 +168,32 @@ def test_a_bundle_past_the_inbox_limits_is_refused_at_the_header_that_passes_the
     [error] = upload("inbox/fit.yaml", SPEC.encode()).errors
     assert "more than 1000 files or 0 MiB unpacked" in error["message"] and "npa-workflow submit" in error["hint"]
     assert _code_keys(s3) == []
+
+
+def test_a_bundle_past_the_packed_limit_is_refused_by_its_size_before_its_body_is_read(inbox, monkeypatch) -> None:
+    from npa_workflow.engine import inbox_code
+
+    s3, engine, upload = inbox
+    bundle = _tar([_file("steps/fit.py", bytes(range(256)) * 64)])
+    monkeypatch.setattr(inbox_code, "MAX_BUNDLE_BYTES", len(bundle) - 1)
+    upload("inbox/fit.code.tar.gz", bundle)
+    read: list[str] = []
+    get_object = engine.store.client.get_object
+
+    def watched_get_object(**kwargs):  # the real GetObject on moto; notes whose body is read
+        response = get_object(**kwargs)
+        body, key = response["Body"], kwargs["Key"]
+
+        def noted_read(*args):
+            read.append(key)
+            return type(body).read(body, *args)
+
+        body.read = noted_read
+        return response
+
+    monkeypatch.setattr(engine.store.client, "get_object", watched_get_object)
+    [error] = upload("inbox/fit.yaml", SPEC.encode()).errors
+    assert error["message"] == (f"code bundle s3://{BUCKET}/inbox/fit.code.tar.gz: {len(bundle)} bytes packed, "
+                                f"more than {(len(bundle) - 1) // 2**20} MiB")
+    assert "ship data through S3" in error["hint"]
+    assert "inbox/fit.code.tar.gz" not in read and _code_keys(s3) == []

@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from npa_workflow.engine.ports import Listing, StoreAccessDenied
+from npa_workflow.engine.ports import Listing, ObjectTooLarge, StoreAccessDenied
 from npa_workflow.protocol.events import event_key_forms
 
 SAMPLE_SIZE = 5
@@ -76,11 +76,16 @@ class S3Store:
             self._client = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
         return self._client
 
-    def get(self, uri: str) -> bytes | None:
-        """The object's body, or None when the object (or its bucket) does not exist."""
+    def get(self, uri: str, max_bytes: int | None = None) -> bytes | None:
+        """The object's body, or None when the object (or its bucket) does not exist. With `max_bytes`, a larger
+        object (its GetObject's ContentLength) raises `ObjectTooLarge` and its body is never read."""
         bucket, key = parse_s3_uri(uri)
         try:
-            return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            response = self.client.get_object(Bucket=bucket, Key=key)
+            if max_bytes is not None and int(response.get("ContentLength", 0)) > max_bytes:
+                response["Body"].close()
+                raise ObjectTooLarge(uri, int(response["ContentLength"]))
+            return bytes(response["Body"].read())
         except ClientError as exc:
             if _missing(exc):
                 return None

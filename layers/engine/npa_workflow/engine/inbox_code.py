@@ -16,9 +16,9 @@ extension (`inbox/fit.yaml` → `inbox/fit.code.tar.gz`; `tar -czf fit.code.tar.
 
 A bundle is checked before anything is stored: regular files and folders only (no links: one could point out of
 the checkout), relative paths inside it (no `..`, no absolute name, no name twice), at most `MAX_BUNDLE_FILES` files
-and `MAX_BUNDLE_UNPACKED` bytes unpacked, `MAX_BUNDLE_BYTES` packed; the members are read one header at a time,
-so a bundle that claims too much is refused at that header, not after unpacking it. A bundle that fails rejects
-the spec, naming the member and the fix.
+and `MAX_BUNDLE_UNPACKED` bytes unpacked, `MAX_BUNDLE_BYTES` packed (refused by its size, before its body is read);
+the members are read one header at a time, so a bundle that claims too much is refused at that header, not after
+unpacking it. A bundle that fails rejects the spec, naming the member and the fix.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import tarfile
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from npa_workflow.engine.ports import ObjectTooLarge
 from npa_workflow.errors import Problem, SpecError
 from npa_workflow.render.code import (
     CODE_PREFIX,
@@ -75,12 +76,16 @@ def _bundle_problem(uri: str, message: str, hint: str) -> SpecError:
     return SpecError([Problem("$", f"code bundle {uri}: {message}", hint, file=uri)])
 
 
+def _too_large(uri: str, size: int) -> SpecError:
+    return _bundle_problem(uri, f"{size} bytes packed, more than {MAX_BUNDLE_BYTES // 2**20} MiB",
+                           "ship data through S3, not in the code bundle")
+
+
 def _members(uri: str, body: bytes) -> tuple[list[tuple[str, bool, tarfile.TarInfo]], tarfile.TarFile]:
     """The bundle's files (relative path, executable, member), checked, in the digest's order; the archive."""
     fix = "pack the folder's regular files: tar -czf NAME.code.tar.gz -C <folder> ."
     if len(body) > MAX_BUNDLE_BYTES:
-        raise _bundle_problem(uri, f"{len(body)} bytes packed, more than {MAX_BUNDLE_BYTES // 2**20} MiB",
-                              "ship data through S3, not in the code bundle")
+        raise _too_large(uri, len(body))
     try:
         archive = tarfile.open(fileobj=io.BytesIO(body), mode="r:gz")
         files = _checked(uri, archive, fix)
@@ -168,7 +173,11 @@ def raw_upload_code(store: ObjectStore, bucket: str, key: str, loaded: LoadedSpe
     "deployed" (a spec of the stack's specs folder, which runs with the code the deploy gives it, as a run request
     naming it does) or "ad-hoc". `jobs_on_this_machine`: `serve`'s inbox, whose jobs without code start in its specs
     folder."""
-    body = store.get(f"s3://{bucket}/{bundle_key(key)}")
+    uri = f"s3://{bucket}/{bundle_key(key)}"
+    try:
+        body = store.get(uri, max_bytes=MAX_BUNDLE_BYTES)  # refused by its size before it is read into memory
+    except ObjectTooLarge as exc:
+        raise _too_large(uri, exc.size) from None
     if body is not None:
         return stage_bundle(store, bucket, bundle_key(key), body)
     if machine == "deployed" or jobs_on_this_machine:

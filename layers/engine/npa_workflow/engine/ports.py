@@ -126,9 +126,19 @@ class StoreAccessDenied(Exception):
         self.operation = operation
 
 
+class ObjectTooLarge(Exception):
+    """The object is larger than its reader accepts (`ObjectStore.get`'s `max_bytes`); its body was not read."""
+
+    def __init__(self, uri: str, size: int) -> None:
+        super().__init__(f"{uri} is {size} bytes")
+        self.uri = uri
+        self.size = size
+
+
 class ObjectStore(Protocol):
-    def get(self, uri: str) -> bytes | None:
-        """The object's body, or None when it does not exist."""
+    def get(self, uri: str, max_bytes: int | None = None) -> bytes | None:
+        """The object's body, or None when it does not exist. With `max_bytes`, a larger object raises
+        `ObjectTooLarge` before its body is read (what a caller holding it in memory needs)."""
         ...
 
     def get_version(self, uri: str, version_id: str) -> bytes | None:
