@@ -2,7 +2,8 @@
 
 Generates specs of 10, 100, 1,000 and 5,000 states (a realistic mix: `next` chains, looped
 sequences, parallel groups, routers with transitions, toolRef and run states) plus one spec
-with a single parallel group of 10,000 members, then times each phase separately (best of 3):
+with a single parallel group of 2,000 members (the largest the language accepts,
+`spec.validate.MAX_GROUP_MEMBERS`), then times each phase separately (best of 3):
 
   parse     YAML text -> document (the bounded safe loader)
   validate  document -> LoadedSpec (every rule of the language)
@@ -34,7 +35,7 @@ from npa_workflow.plan.planner import build_plan, run_context
 from npa_workflow.plan.waves import build_waves
 from npa_workflow.spec.catalog import load_catalog_text
 from npa_workflow.spec.loader import load_yaml_text
-from npa_workflow.spec.validate import validate_document
+from npa_workflow.spec.validate import MAX_GROUP_MEMBERS, validate_document
 
 CATALOG = load_catalog_text(
     """\
@@ -253,13 +254,17 @@ def profile(text: str, label: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,100,1000,5000", help="mixed spec sizes (states)")
-    parser.add_argument("--group", type=int, default=10_000, help="members of the one-group spec (0 = skip)")
+    parser.add_argument("--group", type=int, default=MAX_GROUP_MEMBERS,
+                        help=f"members of the one-group spec (0 = skip; at most {MAX_GROUP_MEMBERS:,})")
     parser.add_argument("--repeat", type=int, default=3, help="best of N")
     parser.add_argument("--profile", type=int, default=0, help="also cProfile the mixed spec of this size")
     parser.add_argument("--no-gc", action="store_true", help="disable the cyclic GC during each timed run")
     args = parser.parse_args()
     global GC_DURING_RUNS
     GC_DURING_RUNS = not args.no_gc
+    if args.group > MAX_GROUP_MEMBERS:  # validation refuses it: there would be nothing to plan
+        parser.error(f"--group {args.group:,}: a group has at most {MAX_GROUP_MEMBERS:,} members "
+                     f"(fix: --group {MAX_GROUP_MEMBERS} or less)")
 
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
