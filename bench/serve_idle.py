@@ -8,7 +8,9 @@ writes `--objects-per-run` objects into the engine bucket, as a pipeline's shard
 
 - `per-run cpu s`: the serve process's CPU (user + system, every thread; not the jobs', which are its children)
   from the upload of run N to the line serve prints for its end — runs before it go in batches, unmeasured;
-- `idle %core`: the serve process's CPU over `--idle-seconds` of nothing to do, as a share of one core.
+- `idle %core`: the serve process's CPU over `--idle-seconds` of nothing to do, as a share of one core;
+- `rss MiB`: the serve process's resident memory then (VmRSS), which says whether what a run leaves in memory
+  (moto's execution histories, caches) grows with the runs.
 
 `--root DIR` runs the serve of another checkout (its `layers/engine` and its root first on PYTHONPATH, this
 venv's packages): the baseline, e.g. a `git worktree add /tmp/base main`. Figures of both side by side:
@@ -56,6 +58,13 @@ tools:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14 and 15 of proc(5))
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024  # kB
+    return float("nan")
 
 
 def free_port() -> int:
@@ -165,9 +174,10 @@ def measure(code_root: Path, checkpoints: list[int], objects: int, idle_seconds:
                 time.sleep(idle_seconds)
                 idle = (cpu_seconds(serve.proc.pid) - before) / (time.monotonic() - started)
                 stored = sum(1 for _ in (serve.home / "serve" / "aws" / "s3").iterdir())
-                rows.append({"runs": n, "objects": stored, "run_cpu": run_cpu, "idle": idle})
+                rss = rss_mib(serve.proc.pid)
+                rows.append({"runs": n, "objects": stored, "run_cpu": run_cpu, "idle": idle, "rss": rss})
                 print(f"  {code_root}: {n} runs, {stored} objects: run {run_cpu:.2f} s cpu, idle {100 * idle:.1f} "
-                      "% core", file=sys.stderr, flush=True)
+                      f"% core, {rss:.0f} MiB resident", file=sys.stderr, flush=True)
         finally:
             serve.stop()
     return rows
@@ -186,11 +196,11 @@ def main() -> None:
     checkpoints = sorted({int(c) for c in args.checkpoints.split(",")})
     results = {root: measure(root, checkpoints, args.objects_per_run, args.idle_seconds, args.batch)
                for root in roots}
-    print(f"{'checkout':<40} {'runs':>5} {'objects':>8} {'per-run cpu s':>14} {'idle %core':>11}")
+    print(f"{'checkout':<40} {'runs':>5} {'objects':>8} {'per-run cpu s':>14} {'idle %core':>11} {'rss MiB':>8}")
     for root, rows in results.items():
         for row in rows:
             print(f"{str(root)[-40:]:<40} {row['runs']:>5} {row['objects']:>8} {row['run_cpu']:>14.2f} "
-                  f"{100 * row['idle']:>11.1f}")
+                  f"{100 * row['idle']:>11.1f} {row['rss']:>8.0f}")
         first = rows[0]["run_cpu"]
         print(f"{'':<40} per-run cpu, last against first: {rows[-1]['run_cpu'] / first:.2f}x" if first else "")
 
