@@ -16,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 from npa_workflow.adapters.s3_store import S3Store
+from npa_workflow.embedded_aws.durable_aws import durable_aws
 from npa_workflow.engine.cleanup import cleanup, reap
 from npa_workflow.engine.context import Engine
 from npa_workflow.engine.decide import decide
@@ -83,7 +84,11 @@ def engine(tmp_path: Path, monkeypatch):
     for key, value in dummy.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
+    # DynamoDB applies a conditional write atomically per item; moto in-process checks the condition and writes
+    # without a lock, so two threads (the race tests: decide and the watch) could both pass a "not ended yet"
+    # check and the later write win. The twin serializes moto's writes as DynamoDB does (durable_aws, with no
+    # state directory: the serialization alone), so the races test the engine, not moto's thread safety.
+    with mock_aws(), durable_aws(None):
         s3 = boto3.client("s3")
         for bucket in ("engine", "data"):
             s3.create_bucket(Bucket=bucket)
@@ -308,6 +313,57 @@ def _race(engine: Engine, run_id: str) -> WaveStatus:
 def test_a_malformed_decision_racing_the_watch_leaves_its_attempt_failed_every_time(engine):
     """The two on threads, released together, again and again: every outcome is FAILED (was SUCCEEDED once in 28)."""
     assert [_race(engine, f"rep{n}") for n in range(6)] == [WaveStatus.FAILED] * 6
+
+
+def test_a_malformed_decision_read_while_the_watchs_success_is_being_written_still_fails_the_attempt(
+        engine, monkeypatch):
+    """The interleaving the repeat test met once under load (with moto's writes not yet serialized): decide reads
+    the attempt RUNNING while the watch's SUCCEEDED write is inside the store, past its condition. Held there
+    until decide has read: DynamoDB applies the two conditional writes one after the other (the fixture, as
+    DynamoDB does), so decide's "not ended" write loses and it revokes the success that landed."""
+    import threading
+
+    from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+
+    gate, read = _malformed_gate(engine, "held")
+    launch(engine, gate)
+    decide_read = threading.Event()
+    held: list[bool] = []
+    validate = UpdateExpressionValidator.validate
+
+    def success_held_until_decide_read(self):
+        if (self.expression_attribute_values or {}).get(":status") == {"S": WaveStatus.SUCCEEDED.value}:
+            held.append(decide_read.wait(30))
+        return validate(self)
+
+    latest_attempt = engine.ledger.latest_attempt
+
+    def noted_latest_attempt(run_id, wave_key):
+        found = latest_attempt(run_id, wave_key)
+        if threading.current_thread().name == "decide":
+            assert found is not None and not found.terminal  # the success not applied yet
+            decide_read.set()
+        return found
+
+    monkeypatch.setattr(UpdateExpressionValidator, "validate", success_held_until_decide_read)
+    monkeypatch.setattr(engine.ledger, "latest_attempt", noted_latest_attempt)
+    raised: list[BaseException] = []
+
+    def read_it() -> None:
+        while not engine.callbacks.outcomes(gate["token"]):  # the execution moves on once the token completes
+            time.sleep(0.001)
+        try:
+            _decide_error(engine, read)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            raised.append(exc)
+
+    deciding = threading.Thread(target=read_it, name="decide")
+    deciding.start()
+    settle(engine, gate["token"])
+    deciding.join(30)
+    assert not raised and not deciding.is_alive() and held == [True]
+    [attempt] = engine.ledger.attempts("held", "gate|refine=1")
+    assert attempt.status == WaveStatus.FAILED and attempt.timeline[-1].note.startswith("success revoked")
 
 
 def test_a_missing_decision_revokes_its_states_success_unless_the_run_assumes_one(engine):
