@@ -327,18 +327,21 @@ def test_a_malformed_decision_read_while_the_watchs_success_is_being_written_sti
 
     gate, read = _malformed_gate(engine, "held")
     launch(engine, gate)
-    decide_read = threading.Event()
+    decide_read, in_flight = threading.Event(), threading.Event()
     held: list[bool] = []
     validate = UpdateExpressionValidator.validate
 
     def success_held_until_decide_read(self):
         if (self.expression_attribute_values or {}).get(":status") == {"S": WaveStatus.SUCCEEDED.value}:
+            in_flight.set()  # past its condition
             held.append(decide_read.wait(30))
         return validate(self)
 
     latest_attempt = engine.ledger.latest_attempt
 
     def noted_latest_attempt(run_id, wave_key):
+        if threading.current_thread().name == "decide":
+            assert in_flight.wait(30)  # decide reads only once the watch's write is inside the store
         found = latest_attempt(run_id, wave_key)
         if threading.current_thread().name == "decide":
             assert found is not None and not found.terminal  # the success not applied yet
