@@ -317,10 +317,10 @@ def test_a_malformed_decision_racing_the_watch_leaves_its_attempt_failed_every_t
 
 def test_a_malformed_decision_read_while_the_watchs_success_is_being_written_still_fails_the_attempt(
         engine, monkeypatch):
-    """The interleaving the repeat test met once under load (with moto's writes not yet serialized): decide reads
-    the attempt RUNNING while the watch's SUCCEEDED write is inside the store, past its condition. Held there
-    until decide has read: DynamoDB applies the two conditional writes one after the other (the fixture, as
-    DynamoDB does), so decide's "not ended" write loses and it revokes the success that landed."""
+    """Decide reads the attempt not yet ended while the watch's SUCCEEDED write is inside the store, past its
+    condition (held there until decide has read). DynamoDB applies the two conditional writes one after the other
+    (the fixture, as DynamoDB does), so decide's "not ended" write loses and decide must revoke the success that
+    landed: without that fallback in `engine.decide._revoke_success` this ends SUCCEEDED, every time."""
     import threading
 
     from moto.dynamodb.parsing.validators import UpdateExpressionValidator
