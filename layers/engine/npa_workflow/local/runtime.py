@@ -497,11 +497,15 @@ class LocalRuntime:
             self._settle_heap()
             if self.options.resume:
                 durable.restore_items()
-                previous_items = self._ledger_items(engine.ledger)
                 # Jobs still active in the ledger belong to a runtime that died (killed, machine restarted):
                 # their local AWS died with it, so they cannot succeed. Cancel them by exact id (confirmed
                 # gone) so the new execution relaunches those waves instead of adopting them.
                 self._reap(engine, "its local runtime ended before the job did; relaunched by --resume", "ABORTED")
+                # What had succeeded before this execution starts (the report's `replayed`), read after the reap:
+                # a job that exited 0 (outputs in place) while its runtime died before recording it, e.g. killed
+                # between the watch's SendTaskSuccess and its ledger write, is recorded SUCCEEDED by the reap and
+                # replayed by the new execution like any other wave the earlier one finished.
+                previous_items = self._ledger_items(engine.ledger)
             sfn = SfnExecutions(deployed.clients["stepfunctions"])  # the Executions port on the local Step Functions
             self.execution_arn = self._start(loaded, engine, sfn, deployed, spec_text, catalog_text, variables)
             executions.append({"name": self.execution_name, "arn": self.execution_arn, "started_at": utc_now()})
