@@ -71,6 +71,52 @@ states:
         assert "SUCCEEDED" in resumed.stdout
 
 
+# The CLI with a disk that fills during a watch pass: once the step has made `FILL_MARKER`, from the pass's lease
+# release on (an UpdateItem, in the watch function), every write of the durable layer is refused as sqlite refuses
+# it on a full disk. So the first request to meet the full disk is the watch's, which moto answers 500 (botocore
+# retries it, then the function fails): the order that, under load, had the event pump say "watch failed (attempt
+# 1 of 3): ... (500) ... UpdateItem" before the run's one line.
+_WATCH_FILLS_THE_DISK = """\
+import os, sqlite3
+from pathlib import Path
+from npa_workflow.embedded_aws import durable_aws
+from npa_workflow.ledger import dynamodb
+marker, full = Path(os.environ["FILL_MARKER"]), []
+release, record = dynamodb.DynamoLedger.release_watch_lease, durable_aws.DurableAws._record_item
+def releasing(self, holder):
+    if marker.exists():
+        full.append(True)
+    return release(self, holder)
+def recording(self, *args, **kwargs):
+    if full:
+        raise sqlite3.OperationalError("database or disk is full")
+    return record(self, *args, **kwargs)
+dynamodb.DynamoLedger.release_watch_lease, durable_aws.DurableAws._record_item = releasing, recording
+from npa_workflow.cli.app import main
+main()
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_disk_the_watch_finds_full_first_is_still_one_line(tmp_path: Path) -> None:
+    marker = tmp_path / "filled"
+    spec = _spec(tmp_path / "ws", f"""\
+initial: fill
+states:
+  fill: {{run: {{shell: "sleep 1; touch {marker}"}}, next: after}}
+  after: {{run: {{shell: "echo after"}}, terminal: true}}
+""")
+    home = tmp_path / "home"
+    full = subprocess.run([sys.executable, "-c", _WATCH_FILLS_THE_DISK, "run", str(spec), "--run-id", "full2"],
+                          capture_output=True, text=True, cwd=spec.parent, timeout=150,
+                          env={**os.environ, "NPA_WORKFLOW_HOME": str(home), "FILL_MARKER": str(marker)})
+    assert full.returncode == 1, full.stdout + full.stderr
+    _clean(full)
+    [line] = [ln for ln in full.stderr.splitlines() if ln.strip()]  # no retry notice of the watch before it
+    assert "database or disk is full" in line and str(home) in line, full.stderr
+    assert "free space" in line and "--resume --run-id full2" in line, full.stderr
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> tuple[Path, Path]:
     """A home with one finished run (its state kept as the runtime keeps it)."""

@@ -31,7 +31,7 @@ import time
 import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -111,8 +111,13 @@ class EventPump:
 
     def __init__(self, lambda_client: Any, functions: Mapping[str, str], failures_path: Path, *,
                  rules: Sequence[EventTarget] = (), duplicate: bool | None = None,
-                 retry_delays: tuple[float, ...] = (0.2, 0.5)) -> None:
+                 retry_delays: tuple[float, ...] = (0.2, 0.5),
+                 storage_fault: Callable[[], BaseException | None] | None = None) -> None:
         self.client = lambda_client
+        # The write the disk refused, if any (`DurableAws.storage_fault`): a function that fails once the stack's
+        # state can no longer be written fails because of it, mostly as a bare 500 of the embedded AWS that does
+        # not say why; the command says the disk's one line (local.runtime), the pump adds nothing to it.
+        self.storage_fault = storage_fault or (lambda: None)
         self.rules = tuple(rules)
         self.unmatched: Counter[str] = Counter()  # events no rule matched, by detail-type
         self.functions = dict(functions)
@@ -159,10 +164,15 @@ class EventPump:
             error = result
             message = (result or {}).get("errorMessage") if isinstance(result, dict) else result
             # A full or read-only disk is said once, by the command, with its fix: not at every retry.
-            LOG.log(logging.DEBUG if is_storage_fault(message) else logging.WARNING,
+            LOG.log(logging.DEBUG if self._disk_failed(message) else logging.WARNING,
                     "%s failed (attempt %d of %d): %s", function, attempt + 1, ASYNC_RETRIES + 1, message)
         self._on_failure(function, event, error)
         return None
+
+    def _disk_failed(self, message: Any) -> bool:
+        """Whether a failure is the disk's: its message says so, or the stack's state could no longer be written
+        (the durable layer records that before moto answers the request it failed)."""
+        return is_storage_fault(message) or self.storage_fault() is not None
 
     def _on_failure(self, function: str, event: dict[str, Any], error: Any) -> None:
         record = {
@@ -176,8 +186,10 @@ class EventPump:
         self.failures_path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, open(self.failures_path, "a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
-        LOG.error("%s: event sent to the on-failure destination %s after %d attempts", function,
-                  self.failures_path, ASYNC_RETRIES + 1)
+        message = error.get("errorMessage") if isinstance(error, dict) else error
+        LOG.log(logging.DEBUG if self._disk_failed(message) else logging.ERROR,
+                "%s: event sent to the on-failure destination %s after %d attempts", function, self.failures_path,
+                ASYNC_RETRIES + 1)
 
     # ---------------------------------------------------------------------------------------- the sources
     def publish(self, event: dict[str, Any]) -> dict[str, Any]:

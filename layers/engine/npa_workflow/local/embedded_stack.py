@@ -17,7 +17,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,9 +205,10 @@ def log_retention_days(days: int) -> int:
 
 def deploy_stack(clients: Mapping[str, Any], deployment: Deployment, specs: Sequence[StackSpec], *,
                  catalog: bytes | None, data_buckets: Sequence[str], failures_path: Path,
-                 ledger: Any) -> EmbeddedStack:
+                 ledger: Any, storage_fault: Callable[[], BaseException | None] | None = None) -> EmbeddedStack:
     """Deploy the stack on the embedded AWS (see the module doc). `ledger.create_table()` makes the table; a
-    bucket of `data_buckets` that cannot be created is the caller's ClientError."""
+    bucket of `data_buckets` that cannot be created is the caller's ClientError. `storage_fault`: the write the
+    disk refused, if any (`DurableAws.storage_fault`), for the event pump (`EventPump`)."""
     s3, sfn = clients["s3"], clients["stepfunctions"]
     configure_engine_bucket(s3, deployment)
     for bucket in data_buckets:
@@ -238,7 +239,8 @@ def deploy_stack(clients: Mapping[str, Any], deployment: Deployment, specs: Sequ
             clients["lambda"].put_function_concurrency(FunctionName=function_name(fn),
                                                        ReservedConcurrentExecutions=fn.reserved_concurrency)
     pump = EventPump(clients["lambda"], {fn.name: function_name(fn) for fn in function_table.FUNCTIONS},
-                     failures_path, rules=deploy_rules(clients["events"], deployment, function_arns))
+                     failures_path, rules=deploy_rules(clients["events"], deployment, function_arns),
+                     storage_fault=storage_fault)
     stack = EmbeddedStack(clients=clients, deployment=deployment, refs=refs, role_arn=role_arn,
                           function_arns=function_arns, pump=pump)
     executions = SfnExecutions(sfn)

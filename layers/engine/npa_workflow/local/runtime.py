@@ -493,7 +493,7 @@ class LocalRuntime:
             if self.options.resume:
                 # Everything the run wrote before (ledger, S3 outputs, frozen inputs) is back in place.
                 durable.restore_objects()
-            deployed = self._deploy(loaded, engine.ledger)
+            deployed = self._deploy(loaded, engine.ledger, durable)
             self._settle_heap()
             if self.options.resume:
                 durable.restore_items()
@@ -592,7 +592,7 @@ class LocalRuntime:
                     self.run_id, exc)
 
     # ---------------------------------------------------------------------------------------- deploy
-    def _deploy(self, loaded: LoadedSpec, ledger: DynamoLedger) -> _Deployed:
+    def _deploy(self, loaded: LoadedSpec, ledger: DynamoLedger, durable: DurableAws) -> _Deployed:
         """`serve`'s stack with this one spec (`local.embedded_stack`), its machine compiled with the run's options."""
         import boto3
 
@@ -633,7 +633,7 @@ class LocalRuntime:
             stack = deploy_stack(clients, deployment, [spec], catalog=catalog,
                                  data_buckets=[b for b in buckets if b != LOCAL_BUCKET],
                                  failures_path=self.home / "runs" / self.run_id / "lambda-failures.jsonl",
-                                 ledger=ledger)
+                                 ledger=ledger, storage_fault=lambda: durable.storage_fault)
         except ClientError as exc:
             message = exc.response.get("Error", {}).get("Message") or str(exc)
             raise LocalRunError(f"{opt.spec}: the compiled state machine was rejected by the local "
@@ -716,6 +716,9 @@ class LocalRuntime:
             # The scheduled watch event, to the deployed watch function (its retries are the pump's).
             if self.pump.scheduled_watch() is not None:
                 failures = 0
+            elif waves.durable.storage_fault is not None:
+                # it failed on the disk (the pump said nothing of it): the one line below says so, with the fix
+                raise waves.durable.storage_fault
             else:  # a transient error must not end the run; a lasting one must
                 failures += 1
                 LOG.warning("the watch function failed (%d in a row)", failures)
@@ -739,12 +742,13 @@ class LocalRuntime:
                     if mark.waiting and (mark.state, mark.loops_key) not in said_waiting:
                         said_waiting.add((mark.state, mark.loops_key))
                         trigger_waiting(mark)
-            if status != "RUNNING":
-                return self._settled_status(sfn, status)
             if waves.durable.storage_fault is not None:
                 # The run's state can no longer be written (a full or read-only disk): nothing it does from now on
-                # would be kept. Stop here, resumable, and say why (cli.run: one line with the fix).
+                # would be kept. Stop here, resumable, and say why (cli.run: one line with the fix). Before an
+                # ended execution's status too: one the disk ended (a step's call answered 500) failed of the disk.
                 raise waves.durable.storage_fault
+            if status != "RUNNING":
+                return self._settled_status(sfn, status)
             # Until the tick, a nudge, or the exit of a job the ledger recorded (the watch can finish its wave at
             # once). Another exit is let pass: a job of another run sharing the home, or one that ended before its
             # launch recorded it (that record nudges; a watch pass now could not finish the wave).
