@@ -78,6 +78,9 @@ class RecordingCallbacks:
         return [c for c in self.calls if c[1] == token and c[0] != "heartbeat"]
 
 
+MOTO_READ_TRIES = 4  # as the SDK here: a try and three retries ("reached max retries: 3")
+
+
 def _reads_retried_as_the_sdk_would(monkeypatch) -> None:
     """DynamoDB serves a Query or Scan beside concurrent writes. moto in-process iterates the partition's dict
     while another thread's PutItem can resize it, and raises RuntimeError("dictionary changed size during
@@ -100,9 +103,6 @@ def _reads_retried_as_the_sdk_would(monkeypatch) -> None:
 
     for name in ("query", "scan"):
         monkeypatch.setattr(DynamoDBBackend, name, retried(getattr(DynamoDBBackend, name)))
-
-
-MOTO_READ_TRIES = 10
 
 
 @pytest.fixture
