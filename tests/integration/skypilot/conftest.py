@@ -40,7 +40,9 @@ SERVER_START_TIMEOUT = 180.0
 HEALTH_TIMEOUT = 60.0
 SERVER_STOP_TIMEOUT = 120.0
 START_ATTEMPTS = 3
-PORT_TAKEN = "is already in use by another process"
+# How a port taken between our check and the server's bind shows in its log: the API server's own
+# message for its HTTP port, and a bare bind error from the request-queue manager's listener.
+PORT_TAKEN = ("is already in use by another process", "OSError: [Errno 98] Address already in use")
 
 SERVER_CONFIG = """\
 jobs:
@@ -171,7 +173,8 @@ def skypilot_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkySer
         _stop(sky_bin, env, home)
         # A port checked free can still be taken before the server binds it (another process's
         # client socket): that, and only that, is worth a fresh port pair.
-        if attempt < START_ATTEMPTS and PORT_TAKEN in server.log_tail():
+        log_tail = server.log_tail(lines=1000)
+        if attempt < START_ATTEMPTS and any(marker in log_tail for marker in PORT_TAKEN):
             print(f"\nSkyPilot API server port taken between check and bind; retrying ({attempt})")
             continue
         pytest.fail(
