@@ -30,9 +30,9 @@ from npa_workflow.cli.common import (
 )
 from npa_workflow.cli.output import print_json, print_problems
 from npa_workflow.cli.progress import live_table, plan_states, print_summary, shown_status, wave_dicts
+from npa_workflow.compile.deadlines import DEFAULT_MAX_WAIT_SECONDS
 from npa_workflow.errors import SpecError
 from npa_workflow.protocol import environment
-from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS
 from npa_workflow.protocol.keys import WaveKey
 
 if TYPE_CHECKING:  # the ledger's models import pydantic: not at start-up (`--help`, validate)

@@ -42,8 +42,8 @@ from npa_workflow.cli.cost import (
     print_cost,
 )
 from npa_workflow.cli.output import print_json, print_ok, print_plan, print_problems, print_waves, stdout
+from npa_workflow.compile.deadlines import DEFAULT_MAX_WAIT_SECONDS
 from npa_workflow.errors import Problem, SpecError
-from npa_workflow.protocol.deployment import DEFAULT_MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from npa_workflow.plan.model import Plan, WavePlan
