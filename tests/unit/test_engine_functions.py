@@ -79,15 +79,17 @@ class RecordingCallbacks:
 
 
 MOTO_READ_TRIES = 4  # as the SDK here: a try and three retries ("reached max retries: 3")
+# What CPython raises when a dict changes under an iteration: its size changed, or (same size) its keys did.
+DICT_CHANGED = ("dictionary changed size during iteration", "dictionary keys changed during iteration")
 
 
 def _reads_retried_as_the_sdk_would(monkeypatch) -> None:
     """DynamoDB serves a Query or Scan beside concurrent writes. moto in-process iterates the partition's dict
-    while another thread's PutItem can resize it, and raises RuntimeError("dictionary changed size during
-    iteration"): a probe had 36 of 300 queries of one partition fail beside one writer. Through moto's server
-    that is a 500, which the SDK retries; in-process it reaches the caller raw. So the read is retried here, as
-    the SDK would retry it. Not a lock: the held-success test needs decide's read to run while the watch's write
-    is inside moto."""
+    while another thread's PutItem can change it, and raises a RuntimeError (`DICT_CHANGED`, either message): a
+    probe had 36 of 300 queries of one partition fail beside one writer. Through moto's server that is a 500,
+    which the SDK retries; in-process it reaches the caller raw. So the read is retried here, as the SDK would
+    retry it. Not a lock: the held-success test needs decide's read to run while the watch's write is inside
+    moto."""
     from moto.dynamodb.models import DynamoDBBackend
 
     def retried(original):
@@ -96,7 +98,7 @@ def _reads_retried_as_the_sdk_would(monkeypatch) -> None:
                 try:
                     return original(*args, **kwargs)
                 except RuntimeError as exc:
-                    if "changed size during iteration" not in str(exc):
+                    if str(exc) not in DICT_CHANGED:
                         raise
             return original(*args, **kwargs)
         return read
