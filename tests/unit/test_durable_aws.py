@@ -97,3 +97,58 @@ def test_object_listeners_hear_each_stored_object_with_the_etag_a_listing_shows(
         listed = {o["Key"]: (o["ETag"], o["Size"]) for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
     # an unversioned bucket: no version id
     assert heard == [(BUCKET, "inbox/a.yaml", *listed["inbox/a.yaml"], None), (BUCKET, "b", *listed["b"], None)]
+
+
+def test_a_query_waits_for_a_write_being_applied_and_sees_the_item_after_it(monkeypatch):
+    """DynamoDB serves a read beside writes: it sees an item before or after a write, never during. moto iterates
+    the partition's and the item's dicts while another thread's write changes them, and answers 500 ("dictionary
+    changed size during iteration": once in a loaded run of the suite, a traceback on `run`'s stderr). With the
+    durable layer, a Query that comes while a write is inside moto's change waits for it, and sees the item after.
+    The write is held there (past its condition) until the query has been sent and has had time to answer."""
+    from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    validate = UpdateExpressionValidator.validate
+    in_change, release = threading.Event(), threading.Event()
+
+    def held_in_change(self):
+        if (self.expression_attribute_values or {}).get(":s") == {"S": "SUCCEEDED"}:
+            in_change.set()
+            release.wait(30)
+        return validate(self)
+
+    with mock_aws(), durable_aws(None):
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(TableName="t", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                               {"AttributeName": "sk", "AttributeType": "S"}],
+                         BillingMode="PAY_PER_REQUEST")
+        key = {"pk": {"S": "run"}, "sk": {"S": "wave"}}
+        ddb.put_item(TableName="t", Item={**key, "status": {"S": "RUNNING"}})
+        monkeypatch.setattr(UpdateExpressionValidator, "validate", held_in_change)
+        writer = threading.Thread(target=lambda: ddb.update_item(
+            TableName="t", Key=key, UpdateExpression="SET #s = :s", ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":s": {"S": "SUCCEEDED"}}))
+        writer.start()
+        assert in_change.wait(30)
+        seen: list[str] = []
+        sent, answered = threading.Event(), threading.Event()
+
+        def query() -> None:
+            sent.set()
+            items = ddb.query(TableName="t", KeyConditionExpression="pk = :p",
+                              ExpressionAttributeValues={":p": {"S": "run"}})["Items"]
+            seen.append(items[0]["status"]["S"])
+            answered.set()
+
+        reader = threading.Thread(target=query)
+        reader.start()
+        assert sent.wait(30)
+        # Long enough for an unguarded query to answer (it takes milliseconds); a guarded one is still waiting.
+        assert not answered.wait(1.0), f"the query answered while the write was inside moto: {seen}"
+        release.set()
+        writer.join(30)
+        reader.join(30)
+    assert seen == ["SUCCEEDED"]

@@ -78,35 +78,6 @@ class RecordingCallbacks:
         return [c for c in self.calls if c[1] == token and c[0] != "heartbeat"]
 
 
-MOTO_READ_TRIES = 4  # as the SDK here: a try and three retries ("reached max retries: 3")
-# What CPython raises when a dict changes under an iteration: its size changed, or (same size) its keys did.
-DICT_CHANGED = ("dictionary changed size during iteration", "dictionary keys changed during iteration")
-
-
-def _reads_retried_as_the_sdk_would(monkeypatch) -> None:
-    """DynamoDB serves a Query or Scan beside concurrent writes. moto in-process iterates the partition's dict
-    while another thread's PutItem can change it, and raises a RuntimeError (`DICT_CHANGED`, either message): a
-    probe had 36 of 300 queries of one partition fail beside one writer. Through moto's server that is a 500,
-    which the SDK retries; in-process it reaches the caller raw. So the read is retried here, as the SDK would
-    retry it. Not a lock: the held-success test needs decide's read to run while the watch's write is inside
-    moto."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    def retried(original):
-        def read(*args, **kwargs):
-            for _ in range(MOTO_READ_TRIES - 1):
-                try:
-                    return original(*args, **kwargs)
-                except RuntimeError as exc:
-                    if str(exc) not in DICT_CHANGED:
-                        raise
-            return original(*args, **kwargs)
-        return read
-
-    for name in ("query", "scan"):
-        monkeypatch.setattr(DynamoDBBackend, name, retried(getattr(DynamoDBBackend, name)))
-
-
 @pytest.fixture
 def engine(tmp_path: Path, monkeypatch):
     dummy = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -116,8 +87,8 @@ def engine(tmp_path: Path, monkeypatch):
     # DynamoDB applies a conditional write atomically per item; moto in-process checks the condition and writes
     # without a lock, so two threads (the race tests: decide and the watch) could both pass a "not ended yet"
     # check and the later write win. The twin serializes moto's writes as DynamoDB does (durable_aws, with no
-    # state directory: the serialization alone), so the races test the engine, not moto's thread safety.
-    _reads_retried_as_the_sdk_would(monkeypatch)
+    # state directory: the serialization alone), so the races test the engine, not moto's thread safety. It also
+    # keeps reads apart from a write's change, as DynamoDB serves them (moto would iterate a dict being changed).
     with mock_aws(), durable_aws(None):
         s3 = boto3.client("s3")
         for bucket in ("engine", "data"):
@@ -347,39 +318,41 @@ def test_a_malformed_decision_racing_the_watch_leaves_its_attempt_failed_every_t
 
 def test_a_malformed_decision_read_while_the_watchs_success_is_being_written_still_fails_the_attempt(
         engine, monkeypatch):
-    """Decide reads the attempt not yet ended while the watch's SUCCEEDED write is inside the store, past its
-    condition (held there until decide has read). DynamoDB applies the two conditional writes one after the other
-    (the fixture, as DynamoDB does), so decide's "not ended" write loses and decide must revoke the success that
-    landed: without that fallback in `engine.decide._revoke_success` this ends SUCCEEDED, every time."""
+    """Decide reads the attempt not yet ended while the watch's SUCCEEDED write is on its way to the store (held
+    until decide has read), and decide's own "not ended" write reaches the store only after the success landed.
+    DynamoDB applies the two conditional writes one after the other, so decide's loses and decide must revoke
+    the success that landed: without that fallback in `engine.decide._revoke_success` this ends SUCCEEDED, every
+    time. (The holds are outside the store: a read there waits for a write's change, as in DynamoDB a read sees
+    the item before or after a write, never during.)"""
     import threading
-
-    from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 
     gate, read = _malformed_gate(engine, "held")
     launch(engine, gate)
-    decide_read, in_flight = threading.Event(), threading.Event()
+    decide_read, landed = threading.Event(), threading.Event()
     held: list[bool] = []
-    validate = UpdateExpressionValidator.validate
-
-    def success_held_until_decide_read(self):
-        if (self.expression_attribute_values or {}).get(":status") == {"S": WaveStatus.SUCCEEDED.value}:
-            in_flight.set()  # past its condition
-            held.append(decide_read.wait(30))
-        return validate(self)
-
-    latest_attempt = engine.ledger.latest_attempt
+    latest_attempt, finish_attempt = engine.ledger.latest_attempt, engine.ledger.finish_attempt
 
     def noted_latest_attempt(run_id, wave_key):
-        if threading.current_thread().name == "decide":
-            assert in_flight.wait(30)  # decide reads only once the watch's write is inside the store
         found = latest_attempt(run_id, wave_key)
         if threading.current_thread().name == "decide":
             assert found is not None and not found.terminal  # the success not applied yet
             decide_read.set()
         return found
 
-    monkeypatch.setattr(UpdateExpressionValidator, "validate", success_held_until_decide_read)
+    def ordered_finish_attempt(run_id, wave_key, attempt, status, *args, **kwargs):
+        if threading.current_thread().name == "decide":
+            assert landed.wait(30)  # decide's write comes after the watch's success landed
+            return finish_attempt(run_id, wave_key, attempt, status, *args, **kwargs)
+        if status == WaveStatus.SUCCEEDED:
+            held.append(decide_read.wait(30))  # the watch's success waits until decide has read
+        try:
+            return finish_attempt(run_id, wave_key, attempt, status, *args, **kwargs)
+        finally:
+            if status == WaveStatus.SUCCEEDED:
+                landed.set()
+
     monkeypatch.setattr(engine.ledger, "latest_attempt", noted_latest_attempt)
+    monkeypatch.setattr(engine.ledger, "finish_attempt", ordered_finish_attempt)
     raised: list[BaseException] = []
 
     def read_it() -> None:

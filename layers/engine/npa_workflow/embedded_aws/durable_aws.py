@@ -23,11 +23,15 @@ table schemas (the stack deploys the ledger table before restoring).
 
 The DynamoDB hooks also serialize writes: DynamoDB applies a conditional write atomically per item; moto's
 server checks the condition and writes without a lock, each request on its own thread. The ledger's launch lock
-and "only the first finish counts" rely on that atomicity.
+and "only the first finish counts" rely on that atomicity. And they keep reads apart from a write's change:
+DynamoDB serves a read beside writes (it sees the item before or after), while moto iterates a partition's and an
+item's dicts as another thread's write changes them and answers 500 ("dictionary changed size during iteration",
+a traceback on the stack's stderr). A read waits only for moto's change, not for its record on disk.
 
 Seams (moto 5.2.5, the version `embedded_aws.moto_lambda` refuses to run without):
 ``DynamoDBBackend.put_item/update_item/delete_item/transact_write_items`` (``batch_write_item`` calls put/delete),
-``S3Backend.put_object`` (multipart completion and copy call it) and ``S3Backend.delete_object``
+``DynamoHandler.call_action`` for the read actions (``READ_ACTIONS``: the handler's whole answer, serialization
+included), ``S3Backend.put_object`` (multipart completion and copy call it) and ``S3Backend.delete_object``
 (``delete_objects`` calls it), ``S3Backend.create_bucket``.
 """
 
@@ -54,6 +58,9 @@ ACCOUNT = "123456789012"  # moto's default account: what the servers' clients us
 REGION = "us-east-1"
 STATE_FILE = "state.sqlite"
 RUN_STATE_DIR = "aws"  # runs/<run-id>/aws: a local run's stack
+# The DynamoDB actions that iterate moto's tables and items to answer (X-Amz-Target names; batch and transact
+# reads call the backend's get_item): held apart from a write's change.
+READ_ACTIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
 _SCHEMA = """
 create table if not exists items (tbl text not null, key text not null, item text not null, primary key (tbl, key));
 create table if not exists objects (bucket text not null, key text not null, body text not null,
@@ -375,10 +382,13 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
     Active (process-wide: moto's backends are) until the block ends.
     """
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
     from moto.s3.models import S3Backend
 
     state = DurableAws(root) if root is not None else None
-    lock = state._lock if state is not None else threading.RLock()
+    lock = state._lock if state is not None else threading.RLock()  # writers: moto's change, then its record
+    # moto's tables: one write's change or one whole read at a time (taken inside `lock`, never around it)
+    tables = threading.RLock()
     originals: list[tuple[type, str, Any]] = []
 
     def record(backend: Any, keys: list[tuple[str, dict[str, Any]]]) -> None:
@@ -396,7 +406,8 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
     def put_item(original: Any) -> Any:
         def hooked(self: Any, table_name: str, item_attrs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             with lock:
-                result = original(self, table_name, item_attrs, *args, **kwargs)
+                with tables:
+                    result = original(self, table_name, item_attrs, *args, **kwargs)
                 record(self, [(table_name, _item_key(self.get_table(table_name), item_attrs))])
                 return result
         return hooked
@@ -404,7 +415,8 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
     def keyed(original: Any) -> Any:  # update_item / delete_item (self, table_name, key, ...)
         def hooked(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             with lock:
-                result = original(self, table_name, key, *args, **kwargs)
+                with tables:
+                    result = original(self, table_name, key, *args, **kwargs)
                 record(self, [(table_name, key)])
                 return result
         return hooked
@@ -412,9 +424,20 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
     def transact(original: Any) -> Any:
         def hooked(self: Any, transact_items: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
             with lock:
-                result = original(self, transact_items, *args, **kwargs)
+                with tables:
+                    result = original(self, transact_items, *args, **kwargs)
                 record(self, _transact_keys(self, transact_items))
                 return result
+        return hooked
+
+    def call_action(original: Any) -> Any:
+        def hooked(self: Any) -> Any:
+            headers = self.headers  # the action's name, as DynamoDB's JSON protocol sends it
+            target = str(headers.get("X-Amz-Target") or headers.get("x-amz-target") or "")
+            if target.rpartition(".")[2] not in READ_ACTIONS:
+                return original(self)
+            with tables:
+                return original(self)
         return hooked
 
     def put_object(original: Any) -> Any:
@@ -452,6 +475,7 @@ def durable_aws(root: Path | None) -> Iterator[DurableAws | None]:
     patch(DynamoDBBackend, "update_item", keyed)
     patch(DynamoDBBackend, "delete_item", keyed)
     patch(DynamoDBBackend, "transact_write_items", transact)
+    patch(DynamoHandler, "call_action", call_action)
     if state is not None:
         patch(S3Backend, "put_object", put_object)
         patch(S3Backend, "delete_object", delete_object)
