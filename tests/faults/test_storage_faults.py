@@ -71,34 +71,38 @@ states:
         assert "SUCCEEDED" in resumed.stdout
 
 
-# The CLI with a disk that fills during a watch pass: once the step has made `FILL_MARKER`, from the pass's lease
-# release on (an UpdateItem, in the watch function), every write of the durable layer is refused as sqlite refuses
-# it on a full disk. So the first request to meet the full disk is the watch's, which moto answers 500 (botocore
-# retries it, then the function fails): the order that, under load, had the event pump say "watch failed (attempt
-# 1 of 3): ... (500) ... UpdateItem" before the run's one line.
+# The CLI with a disk that fills during a watch pass: once the step has made `FILL_MARKER`, from the call of the
+# ledger method `FILL_AT` on (in the watch function), every write of the durable layer is refused as sqlite refuses
+# it on a full disk. So the first request to meet the full disk is that call's, which moto answers 500 (botocore
+# retries it). `release_watch_lease` (an UpdateItem whose failure fails the function): the order that, under load,
+# had the event pump say "watch failed (attempt 1 of 3): ... (500) ... UpdateItem" before the run's one line.
+# `note_changes` with a change to note (an UpdateItem the pass survives, warning "watch: noting changed runs: ...
+# (500)"): the order that, in a loaded suite, put that warning before the run's one line.
 _WATCH_FILLS_THE_DISK = """\
 import os, sqlite3
 from pathlib import Path
 from npa_workflow.embedded_aws import durable_aws
 from npa_workflow.ledger import dynamodb
-marker, full = Path(os.environ["FILL_MARKER"]), []
-release, record = dynamodb.DynamoLedger.release_watch_lease, durable_aws.DurableAws._record_item
-def releasing(self, holder):
-    if marker.exists():
+marker, at, full = Path(os.environ["FILL_MARKER"]), os.environ["FILL_AT"], []
+filled_at, record = getattr(dynamodb.DynamoLedger, at), durable_aws.DurableAws._record_item
+def filling(self, *args, **kwargs):
+    if marker.exists() and (at != "note_changes" or self._changed_runs):
         full.append(True)
-    return release(self, holder)
+    return filled_at(self, *args, **kwargs)
 def recording(self, *args, **kwargs):
     if full:
         raise sqlite3.OperationalError("database or disk is full")
     return record(self, *args, **kwargs)
-dynamodb.DynamoLedger.release_watch_lease, durable_aws.DurableAws._record_item = releasing, recording
+setattr(dynamodb.DynamoLedger, at, filling)
+durable_aws.DurableAws._record_item = recording
 from npa_workflow.cli.app import main
 main()
 """
 
 
 @pytest.mark.timeout(180)
-def test_a_disk_the_watch_finds_full_first_is_still_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fill_at", ["release_watch_lease", "note_changes"])
+def test_a_disk_the_watch_finds_full_first_is_still_one_line(tmp_path: Path, fill_at: str) -> None:
     marker = tmp_path / "filled"
     spec = _spec(tmp_path / "ws", f"""\
 initial: fill
@@ -109,10 +113,11 @@ states:
     home = tmp_path / "home"
     full = subprocess.run([sys.executable, "-c", _WATCH_FILLS_THE_DISK, "run", str(spec), "--run-id", "full2"],
                           capture_output=True, text=True, cwd=spec.parent, timeout=150,
-                          env={**os.environ, "NPA_WORKFLOW_HOME": str(home), "FILL_MARKER": str(marker)})
+                          env={**os.environ, "NPA_WORKFLOW_HOME": str(home), "FILL_MARKER": str(marker),
+                               "FILL_AT": fill_at})
     assert full.returncode == 1, full.stdout + full.stderr
     _clean(full)
-    [line] = [ln for ln in full.stderr.splitlines() if ln.strip()]  # no retry notice of the watch before it
+    [line] = [ln for ln in full.stderr.splitlines() if ln.strip()]  # no retry notice nor warning before it
     assert "database or disk is full" in line and str(home) in line, full.stderr
     assert "free space" in line and "--resume --run-id full2" in line, full.stderr
 

@@ -308,6 +308,28 @@ def handler_logs_to(path: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def warnings_quiet_after_storage_fault(fault: Callable[[], BaseException | None]) -> Iterator[None]:
+    """Once the disk has refused the stack's state, the run stops with one line that says so and how to resume
+    (`cli.run`); what the engine warns of meanwhile (a 500 from a write the disk refused, say "watch: noting
+    changed runs") is that fault's echo, not news. The CLI configures no logging, so those warnings reach stderr
+    through the last-resort handler: filtered there, for the run only (`serve` does not stop on a storage fault,
+    and its later warnings may be news)."""
+    handler = logging.lastResort
+    if handler is None:
+        yield
+        return
+
+    def news(record: logging.LogRecord) -> bool:
+        return fault() is None or not record.name.startswith("npa_workflow")
+
+    handler.addFilter(news)
+    try:
+        yield
+    finally:
+        handler.removeFilter(news)
+
+
+@contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
     """SIGTERM behaves like Ctrl-C (main thread only; elsewhere `LocalRuntime.stop()` is the way)."""
     if threading.current_thread() is not threading.main_thread():
@@ -475,6 +497,7 @@ class LocalRuntime:
         }
         with contextlib.ExitStack() as stack:
             durable = enter_embedded_aws(stack, server, env, run_dir / "lambdas.log", run_dir / AWS_STATE_DIR)
+            stack.enter_context(warnings_quiet_after_storage_fault(lambda: durable.storage_fault))
             stack.enter_context(signals_interrupt())
             self._exit_stack = stack  # the deployed stack's environment is entered on it
             return self._execute(loaded, spec_text, catalog_text, variables, executions, durable)
