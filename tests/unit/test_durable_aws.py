@@ -100,11 +100,13 @@ def test_object_listeners_hear_each_stored_object_with_the_etag_a_listing_shows(
 
 
 def test_a_query_waits_for_a_write_being_applied_and_sees_the_item_after_it(monkeypatch):
-    """DynamoDB serves a read beside writes: it sees an item before or after a write, never during. moto iterates
-    the partition's and the item's dicts while another thread's write changes them, and answers 500 ("dictionary
-    changed size during iteration": once in a loaded run of the suite, a traceback on `run`'s stderr). With the
-    durable layer, a Query that comes while a write is inside moto's change waits for it, and sees the item after.
-    The write is held there (past its condition) until the query has been sent and has had time to answer."""
+    """DynamoDB's reads are read-committed ("read operations always return committed values for an item": the
+    developer guide, HowItWorks.ReadConsistency): a read sees an item before or after a write, never during.
+    moto iterates the partition's and the item's dicts while another thread's write changes them, and answers 500
+    ("dictionary changed size during iteration": once in a loaded run of the suite, a traceback on `run`'s
+    stderr). With the durable layer, a Query that comes while a write is inside moto's change waits for it, and
+    sees the item after. The write is held there (past its condition) until the query has been sent and has had
+    time to answer."""
     from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

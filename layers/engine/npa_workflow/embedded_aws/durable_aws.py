@@ -24,9 +24,10 @@ table schemas (the stack deploys the ledger table before restoring).
 The DynamoDB hooks also serialize writes: DynamoDB applies a conditional write atomically per item; moto's
 server checks the condition and writes without a lock, each request on its own thread. The ledger's launch lock
 and "only the first finish counts" rely on that atomicity. And they keep reads apart from a write's change:
-DynamoDB serves a read beside writes (it sees the item before or after), while moto iterates a partition's and an
-item's dicts as another thread's write changes them and answers 500 ("dictionary changed size during iteration",
-a traceback on the stack's stderr). A read waits only for moto's change, not for its record on disk.
+DynamoDB gives reads read-committed isolation ("read operations always return committed values for an item",
+developer guide, HowItWorks.ReadConsistency): a read sees the item before or after a write. moto iterates a
+partition's and an item's dicts as another thread's write changes them and answers 500 ("dictionary changed size
+during iteration", a traceback on the stack's stderr). A read waits only for moto's change, not for its record on disk.
 
 Seams (moto 5.2.5, the version `embedded_aws.moto_lambda` refuses to run without):
 ``DynamoDBBackend.put_item/update_item/delete_item/transact_write_items`` (``batch_write_item`` calls put/delete),
