@@ -77,7 +77,10 @@ states:
 # retries it). `release_watch_lease` (an UpdateItem whose failure fails the function): the order that, under load,
 # had the event pump say "watch failed (attempt 1 of 3): ... (500) ... UpdateItem" before the run's one line.
 # `note_changes` with a change to note (an UpdateItem the pass survives, warning "watch: noting changed runs: ...
-# (500)"): the order that, in a loaded suite, put that warning before the run's one line.
+# (500)"): the order that, in a loaded suite, put that warning before the run's one line. With `STOP_IN_CLEANUP`,
+# the run stops on the fault only once the Catch's cleanup (the next wave's launch failed on the disk) is cancelling
+# jobs, which it does a moment later: the order that, in CI, had the cleanup meet the backends the run's end reset
+# ("cleanup: cancelling the jobs of run full2 failed: ResourceNotFoundException" after the one line).
 _WATCH_FILLS_THE_DISK = """\
 import os, sqlite3
 from pathlib import Path
@@ -95,14 +98,39 @@ def recording(self, *args, **kwargs):
     return record(self, *args, **kwargs)
 setattr(dynamodb.DynamoLedger, at, filling)
 durable_aws.DurableAws._record_item = recording
+if os.environ.get("STOP_IN_CLEANUP"):
+    import threading, time
+    from functions.cleanup import handler as cleanup_handler
+    from npa_workflow.local import runtime
+    entered, cleanup, wait_for_end = threading.Event(), cleanup_handler.cleanup, runtime.LocalRuntime._wait_for_end
+    def late_cleanup(*args, **kwargs):
+        entered.set()
+        time.sleep(2)  # the run stops meanwhile
+        try:
+            return cleanup(*args, **kwargs)
+        except Exception as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")  # a ClientError's, if it is one
+            Path(f"{marker}.cleanup").write_text(code or type(exc).__name__)
+            raise
+        finally:
+            Path(f"{marker}.cleanup").touch()
+    def stops_in_cleanup(self, *args, **kwargs):
+        try:
+            return wait_for_end(self, *args, **kwargs)
+        except sqlite3.OperationalError:
+            entered.wait(60)
+            raise
+    cleanup_handler.cleanup, runtime.LocalRuntime._wait_for_end = late_cleanup, stops_in_cleanup
 from npa_workflow.cli.app import main
 main()
 """
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("fill_at", ["release_watch_lease", "note_changes"])
-def test_a_disk_the_watch_finds_full_first_is_still_one_line(tmp_path: Path, fill_at: str) -> None:
+@pytest.mark.parametrize("fill_at,stop_in_cleanup", [("release_watch_lease", ""), ("note_changes", ""),
+                                                     ("note_changes", "1")])
+def test_a_disk_the_watch_finds_full_first_is_still_one_line(tmp_path: Path, fill_at: str,
+                                                             stop_in_cleanup: str) -> None:
     marker = tmp_path / "filled"
     spec = _spec(tmp_path / "ws", f"""\
 initial: fill
@@ -114,12 +142,17 @@ states:
     full = subprocess.run([sys.executable, "-c", _WATCH_FILLS_THE_DISK, "run", str(spec), "--run-id", "full2"],
                           capture_output=True, text=True, cwd=spec.parent, timeout=150,
                           env={**os.environ, "NPA_WORKFLOW_HOME": str(home), "FILL_MARKER": str(marker),
-                               "FILL_AT": fill_at})
+                               "FILL_AT": fill_at, "STOP_IN_CLEANUP": stop_in_cleanup})
     assert full.returncode == 1, full.stdout + full.stderr
     _clean(full)
     [line] = [ln for ln in full.stderr.splitlines() if ln.strip()]  # no retry notice nor warning before it
     assert "database or disk is full" in line and str(home) in line, full.stderr
     assert "free space" in line and "--resume --run-id full2" in line, full.stderr
+    if stop_in_cleanup:  # the cleanup in flight ended on the embedded AWS it started on (refusing writes), not reset
+        ended = tmp_path / "filled.cleanup"
+        assert ended.exists(), "the cleanup in flight when the run stopped never ended: the run's end did not wait"
+        met = ended.read_text()
+        assert met != "ResourceNotFoundException", "the cleanup in flight met the backends the run's end reset"
 
 
 @pytest.fixture(scope="module")

@@ -215,6 +215,23 @@ def test_install_is_idempotent_and_pinned(aws: Aws, monkeypatch: pytest.MonkeyPa
         moto_lambda.install()
 
 
+def test_the_adapter_counts_a_handler_running_until_it_returns_even_past_its_timeout() -> None:
+    """What leaving the adapter waits for (`in_process_lambdas`' drain, before a run's embedded AWS is reset under
+    the handlers still calling it): a handler's own thread, which runs on after its invocation timed out."""
+    release = threading.Event()
+
+    def slow(event: Any, context: Any) -> str:
+        release.wait(30)
+        return "done"
+
+    assert moto_lambda.drained(5)
+    with pytest.raises(moto_lambda._TimedOut):
+        moto_lambda._call_within(0.05, slow, {}, None)
+    assert not moto_lambda.drained(0.2), "the late handler still runs"
+    release.set()
+    assert moto_lambda.drained(10)
+
+
 def test_direct_invoke_runs_handler_in_process(aws: Aws) -> None:
     resp = aws.lam.invoke(FunctionName="npa-echo", Payload=json.dumps({"a": 1}))
     assert "FunctionError" not in resp

@@ -59,6 +59,7 @@ __all__ = [
     "SUPPORTED_MOTO_VERSION",
     "LambdaContext",
     "MotoAdapterError",
+    "drained",
     "error_body",
     "install",
     "installed",
@@ -78,6 +79,12 @@ _env_conflicts_logged: set[tuple[str, str]] = set()
 # Invocations per Handler string in this process, whoever invoked (a state machine, the event pump, Invoke):
 # what lets a test assert the twin ran every function of the table.
 invocations: Counter[str] = Counter()
+# Leaving the adapter waits up to this long for the handlers still running (a Task's Lambda in flight when a run
+# stops on a full disk or Ctrl-C): they end against the embedded AWS they started on, not against backends reset
+# under them (a ResourceNotFoundException warned on the CLI's stderr after the run's last line).
+DRAIN_SECONDS = 10.0
+_running = 0  # handlers running now, a timed-out one's late thread included
+_idle = threading.Condition(threading.Lock())
 
 
 class MotoAdapterError(RuntimeError):
@@ -229,13 +236,22 @@ def _call_within(timeout: float, handler: Callable[[Any, Any], Any], event: Any,
     (the function's configured Timeout, as Lambda enforces it)."""
     outcome: dict[str, Any] = {}
 
+    global _running
+
     def call() -> None:
+        global _running
         try:
             outcome["result"] = handler(event, context)
         except BaseException as exc:  # noqa: BLE001 - re-raised on the invoking thread
             outcome["error"] = exc
+        finally:
+            with _idle:
+                _running -= 1
+                _idle.notify_all()
 
     worker = threading.Thread(target=call, name=f"lambda-{getattr(context, 'function_name', '')}", daemon=True)
+    with _idle:
+        _running += 1
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
@@ -328,14 +344,23 @@ def installed() -> bool:
 
 
 @contextlib.contextmanager
-def in_process_lambdas(*, apply_function_env: bool = True) -> Iterator[None]:
-    """Context manager: install the adapter, and uninstall it on exit if this block installed it."""
+def in_process_lambdas(*, apply_function_env: bool = True, drain_seconds: float = DRAIN_SECONDS) -> Iterator[None]:
+    """Context manager: install the adapter, and on exit, if this block installed it, uninstall it and wait up to
+    `drain_seconds` for the handlers still running (`drained`)."""
     newly = install(apply_function_env=apply_function_env)
     try:
         yield
     finally:
         if newly:
             uninstall()
+            if not drained(drain_seconds):
+                LOG.debug("a Lambda handler still ran %ss after the in-process adapter was left", drain_seconds)
+
+
+def drained(timeout: float) -> bool:
+    """Whether no handler runs in this process, waiting up to `timeout` seconds for those that do to return."""
+    with _idle:
+        return _idle.wait_for(lambda: _running == 0, timeout)
 
 
 def quiet_moto_logs(level: int = logging.CRITICAL) -> None:

@@ -496,8 +496,13 @@ class LocalRuntime:
                if self.options.skypilot_endpoint else {}),
         }
         with contextlib.ExitStack() as stack:
+            # Entered first, so it is left last: a handler still running when the run stops (the Lambda of a Catch
+            # the disk's 500 led to) ends while the embedded AWS is left (`in_process_lambdas`), its echo quiet too.
+            durables: list[DurableAws] = []
+            stack.enter_context(warnings_quiet_after_storage_fault(
+                lambda: durables[0].storage_fault if durables else None))
             durable = enter_embedded_aws(stack, server, env, run_dir / "lambdas.log", run_dir / AWS_STATE_DIR)
-            stack.enter_context(warnings_quiet_after_storage_fault(lambda: durable.storage_fault))
+            durables.append(durable)
             stack.enter_context(signals_interrupt())
             self._exit_stack = stack  # the deployed stack's environment is entered on it
             return self._execute(loaded, spec_text, catalog_text, variables, executions, durable)
@@ -905,7 +910,8 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
                        state_dir: Path) -> DurableAws:
     """Enter, on `stack`, everything a running embedded AWS needs: its environment, moto's fixes, the
     in-process Lambdas, the handlers' logs to `lambdas_log`, every DynamoDB/S3 change recorded in `state_dir`
-    (returned: `restore()` puts a previous process's state back); on exit: reset moto's backends and stop it."""
+    (returned: `restore()` puts a previous process's state back); on exit: let the handlers still running end
+    (`moto_lambda.DRAIN_SECONDS`), reset moto's backends and stop it."""
     from npa_workflow.embedded_aws.moto_lambda import in_process_lambdas
     from npa_workflow.embedded_aws.pause_aware_waits import pause_aware_waits
     from npa_workflow.embedded_aws.step_gate import GRANTS_DIR, start_step_gate
@@ -929,8 +935,9 @@ def enter_embedded_aws(stack: contextlib.ExitStack, server: Any, env: Mapping[st
     stack.enter_context(moto_fixes())
     stack.enter_context(pause_aware_waits())  # a frozen runtime's Tasks do not time out for the freeze
     stack.enter_context(moto_speedups())
-    stack.enter_context(in_process_lambdas())
+    # the handlers' logs go to the file until the last of them has ended (left after `in_process_lambdas`' drain)
     stack.enter_context(handler_logs_to(lambdas_log))
+    stack.enter_context(in_process_lambdas())
     # Powertools warns on stderr when a pass published no metric (a quiet watch tick): not news for a CLI user.
     stack.enter_context(warnings.catch_warnings())
     warnings.filterwarnings("ignore", message="No application metrics to publish")
