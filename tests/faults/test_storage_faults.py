@@ -78,8 +78,8 @@ states:
 # had the event pump say "watch failed (attempt 1 of 3): ... (500) ... UpdateItem" before the run's one line.
 # `note_changes` with a change to note (an UpdateItem the pass survives, warning "watch: noting changed runs: ...
 # (500)"): the order that, in a loaded suite, put that warning before the run's one line. With `STOP_IN_CLEANUP`,
-# the run stops on the fault only once the Catch's cleanup (the next wave's launch failed on the disk) is cancelling
-# jobs, which it does a moment later: the order that, in CI, had the cleanup meet the backends the run's end reset
+# the run stops on the fault only once the Catch's cleanup (the next wave's launch failed on the disk) has started,
+# and the cleanup goes on 2 s later: the order that, in CI, had the cleanup meet the backends the run's end reset
 # ("cleanup: cancelling the jobs of run full2 failed: ResourceNotFoundException" after the one line).
 _WATCH_FILLS_THE_DISK = """\
 import os, sqlite3
@@ -150,7 +150,7 @@ states:
     assert "free space" in line and "--resume --run-id full2" in line, full.stderr
     if stop_in_cleanup:  # the cleanup in flight ended on the embedded AWS it started on (refusing writes), not reset
         ended = tmp_path / "filled.cleanup"
-        assert ended.exists(), "the cleanup in flight when the run stopped never ended: the run's end did not wait"
+        assert ended.exists(), "the cleanup never ran, or never ended: the run's end did not wait for it"
         met = ended.read_text()
         assert met != "ResourceNotFoundException", "the cleanup in flight met the backends the run's end reset"
 

@@ -65,6 +65,7 @@ __all__ = [
     "installed",
     "in_process_lambdas",
     "quiet_moto_logs",
+    "running",
     "uninstall",
 ]
 
@@ -234,9 +235,8 @@ class _TimedOut(Exception):  # noqa: N818 - an outcome, not an error of this mod
 def _call_within(timeout: float, handler: Callable[[Any, Any], Any], event: Any, context: Any) -> Any:
     """`handler(event, context)` on its own thread; `_TimedOut` when it has not returned after `timeout` seconds
     (the function's configured Timeout, as Lambda enforces it)."""
-    outcome: dict[str, Any] = {}
-
     global _running
+    outcome: dict[str, Any] = {}
 
     def call() -> None:
         global _running
@@ -355,6 +355,12 @@ def in_process_lambdas(*, apply_function_env: bool = True, drain_seconds: float 
             uninstall()
             if not drained(drain_seconds):
                 LOG.debug("a Lambda handler still ran %ss after the in-process adapter was left", drain_seconds)
+
+
+def running() -> int:
+    """How many handlers run in this process now (what `drained` waits to see at 0)."""
+    with _idle:
+        return _running
 
 
 def drained(timeout: float) -> bool:
