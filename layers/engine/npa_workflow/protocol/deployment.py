@@ -25,14 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from npa_workflow.compile.deadlines import DEFAULT_MAX_WAIT_SECONDS  # the compiler's own default, one number
 from npa_workflow.protocol import deployed_names
 from npa_workflow.protocol import environment as env
 from npa_workflow.protocol import functions as function_table
 
 # -- settings defaults (the CDK context's, infra/settings.py documents each key)
 DEFAULT_RETENTION_DAYS = 30
-# Long enough for multi-day GPU training; a dead watch is still noticed within HeartbeatSeconds.
-DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600
 DEFAULT_WATCH_INTERVAL_MINUTES = 1
 CLOUD_EXECUTOR = "skypilot"
 
