@@ -299,12 +299,21 @@ def handler_logs_to(path: Path) -> Iterator[None]:
             module = importlib.import_module(f"functions.{name}.handler")
             handler = getattr(getattr(module, "logger", None), "registered_handler", None)
             if isinstance(handler, logging.StreamHandler):
-                swapped.append((handler, handler.setStream(sink)))
+                swapped.append((handler, _swap_stream(handler, sink)))
         try:
             yield
         finally:
             for handler, stream in swapped:
-                handler.setStream(stream)
+                _swap_stream(handler, stream)
+
+
+def _swap_stream(handler: logging.StreamHandler, stream: Any) -> Any:
+    """`StreamHandler.setStream` without its flush of the old stream: a handler module imported while stdout was
+    another one (a test's captured stdout, since closed; an embedding host's) would fail the whole start with
+    "I/O operation on closed file" over a stream no line goes to any more."""
+    with handler.lock:  # type: ignore[union-attr] # created by Handler.__init__
+        old, handler.stream = handler.stream, stream
+    return old
 
 
 @contextlib.contextmanager
