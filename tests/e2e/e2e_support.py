@@ -10,7 +10,10 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -183,3 +186,23 @@ def wait_until(predicate: Any, timeout: float, message: str, interval: float = 0
             last = exc
         time.sleep(interval)
     raise AssertionError(f"{message} (not within {timeout:.0f} s; last error: {last})")
+
+
+@contextmanager
+def serve_in_this_process(catalog: Path, home: Path, tick_seconds: float = 0.2) -> Iterator[tuple[Any, dict[str, str]]]:
+    """`serve` on a thread of this process (so a test can see its calls), stopped at the end: yields the Serve
+    and the environment a CLI subprocess reaches it with."""
+    from npa_workflow.local.serve import Serve, ServeOptions
+
+    endpoint: list[str] = []
+    serve = Serve(ServeOptions(catalog=catalog, home=home, tick_seconds=tick_seconds), on_endpoint=endpoint.append)
+    thread = threading.Thread(target=serve.serve, name="serve", daemon=True)
+    thread.start()
+    try:
+        url = wait_until(lambda: endpoint[0] if endpoint else None, 60, "serve did not start")
+        env = {**os.environ, "NPA_WORKFLOW_HOME": str(home), "NPA_WORKFLOW_ENDPOINT": url}
+        env.pop("AWS_ENDPOINT_URL", None)
+        yield serve, env
+    finally:
+        serve.stop()
+        thread.join(timeout=60)

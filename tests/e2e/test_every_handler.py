@@ -4,20 +4,17 @@ adapter's count of invocations names each handler of `protocol.functions`."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from e2e_support import CLI, aws_client, wait_until, workspace, write_spec  # noqa: E402
+from e2e_support import CLI, aws_client, serve_in_this_process, wait_until, workspace, write_spec  # noqa: E402
 
 from npa_workflow.embedded_aws import moto_lambda  # noqa: E402
 from npa_workflow.ledger import DynamoLedger  # noqa: E402
-from npa_workflow.local.serve import Serve, ServeOptions  # noqa: E402
 from npa_workflow.protocol import functions as function_table  # noqa: E402
 from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 
@@ -66,24 +63,17 @@ states:
 def test_serve_invokes_every_handler_of_the_function_table(tmp_path: Path) -> None:
     ws = workspace(tmp_path)
     flow, fails = write_spec(ws, "every-flow", FLOW), write_spec(ws, "every-fails", FAILS)
-    endpoint: list[str] = []
-    serve = Serve(ServeOptions(catalog=ws / "tools.yaml", home=tmp_path / "home", tick_seconds=0.2),
-                  on_endpoint=endpoint.append)
     before = dict(moto_lambda.invocations)
 
     def missing() -> list[str]:
         ran = {handler: n - before.get(handler, 0) for handler, n in moto_lambda.invocations.items()}
         return [f.name for f in function_table.FUNCTIONS if ran.get(f.handler, 0) < 1]
 
-    thread = threading.Thread(target=serve.serve, name="serve", daemon=True)
-    thread.start()
-    try:
-        url = wait_until(lambda: endpoint[0] if endpoint else None, 60, "serve did not start")
-        env = {**os.environ, "NPA_WORKFLOW_HOME": str(tmp_path / "home"), "NPA_WORKFLOW_ENDPOINT": url}
-        env.pop("AWS_ENDPOINT_URL", None)
+    with serve_in_this_process(ws / "tools.yaml", tmp_path / "home") as (_, env):
         for spec in (flow, fails):
             done = subprocess.run([*CLI, "submit", str(spec)], env=env, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
+        url = env["NPA_WORKFLOW_ENDPOINT"]
         ledger = DynamoLedger(LOCAL_LEDGER_TABLE, aws_client("dynamodb", url))
 
         def ended() -> dict[str, str] | None:
@@ -94,7 +84,4 @@ def test_serve_invokes_every_handler_of_the_function_table(tmp_path: Path) -> No
         assert runs == {"every-flow": "SUCCEEDED", "every-fails": "FAILED"}
         # the status-change events of the last execution reach their handler after the run's end
         wait_until(lambda: not missing(), 30, "a handler of the function table was never invoked", interval=0.1)
-    finally:
-        serve.stop()
-        thread.join(timeout=60)
     assert not missing(), f"handlers the twin never invoked: {missing()} (invocations: {moto_lambda.invocations})"

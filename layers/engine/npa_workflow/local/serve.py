@@ -30,7 +30,9 @@ a serve that stored a thousand runs costs what a fresh one does):
   execution ended is one "Execution Status Change" event to the reap function (the ReapRule's pattern matches
   this stack's machines) — SUCCEEDED is recorded, FAILED/ABORTED/TIMED_OUT reaped, after failing the task tokens
   the execution waits on (moto notices a StopExecution only when the waiting Task ends). Each run's end is said
-  once.
+  once. An end is told by the interpreter (`embedded_aws.execution_ends`), a StopExecution or the run's own
+  ledger write, and read with `DescribeExecution` then; every followed run is described every `FOLLOW_SECONDS`
+  anyway, not at every tick.
 
 Steps run as local processes. A run whose code `submit` staged (`code/<digest>/`, the default) starts each step in
 a checkout of that code under the local home (`local_jobs.code_checkout`), as a SkyPilot task starts in its
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -69,6 +72,7 @@ from npa_workflow.adapters.sfn_executions import SfnExecutions
 from npa_workflow.compile.asl import compile_spec
 from npa_workflow.embedded_aws.durable_aws import DurableAws
 from npa_workflow.embedded_aws.event_pump import EventPump
+from npa_workflow.embedded_aws.execution_ends import execution_ends
 from npa_workflow.engine.inbox import read_document
 from npa_workflow.engine.ports import Execution, ExecutionsError
 from npa_workflow.ledger import RunError, RunRecord, RunStatus
@@ -103,6 +107,9 @@ RUNS_TRACKED = 1000
 REAP_SETTLE_SECONDS = 10.0
 OBJECT_EVENTS = "s3-object-created"  # the durable cursor of the S3 event source
 IDLE_WATCH_SECONDS = 5.0  # the watch's schedule while no run is RUNNING (nothing to watch; a safety net)
+# Every followed run's execution is described at least this often, told of its end or not (a safety net: an
+# interpreter that raised never says it ended); between, only the runs with news are.
+FOLLOW_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -134,17 +141,17 @@ def _spec_buckets(config: Any) -> list[str]:
 
 
 @contextlib.contextmanager
-def record_stops(stopped: set[str]) -> Iterator[None]:
-    """Remember every execution StopExecution was called for. moto 5.2.5 stops an execution by flagging its
-    interpreter, which still follows the waiting Task's Catch once the token fails and may then report FAILED;
-    AWS reports ABORTED and emits that status change. Seam: `StepFunctionBackend.stop_execution(self, arn)`."""
+def record_stops(stopped: Callable[[str], None]) -> Iterator[None]:
+    """Tell `stopped(arn)` of every execution StopExecution was called for. moto 5.2.5 stops an execution by
+    flagging its interpreter, which still follows the waiting Task's Catch once the token fails and may then report
+    FAILED; AWS reports ABORTED and emits that status change. Seam: `StepFunctionBackend.stop_execution(self, arn)`."""
     from moto.stepfunctions.models import StepFunctionBackend
 
     original = StepFunctionBackend.stop_execution
 
     def stop_execution(self: Any, execution_arn: str, *args: Any, **kwargs: Any) -> Any:
         result = original(self, execution_arn, *args, **kwargs)
-        stopped.add(execution_arn)
+        stopped(execution_arn)
         return result
 
     StepFunctionBackend.stop_execution = stop_execution  # type: ignore[method-assign]
@@ -171,8 +178,13 @@ class Serve:
         self._arrived: collections.OrderedDict[tuple[str, str], tuple[str, int, str | None]] = \
             collections.OrderedDict()
         self._arrived_lock = threading.Lock()
-        # Runs seen RUNNING in the ledger's writes whose end is not said yet: what the loop follows (not every run)
+        # Runs seen RUNNING in the ledger's writes whose end is not said yet: what the loop follows (not every run);
+        # of those, the ones with news since the loop last looked (their RUN item written, their execution ended or
+        # stopped), and each one's execution. Written on moto's threads, read by the loop: under the lock.
         self._running: set[str] = set()
+        self._news: set[str] = set()
+        self._followed_arns: dict[str, str] = {}  # execution ARN → run id
+        self._follow_lock = threading.Lock()
         self._ledger_table = ""
         self._exits: JobExits | None = None
 
@@ -221,7 +233,8 @@ class Serve:
             durable = enter_embedded_aws(stack, server, env, self.home / "serve" / "lambdas.log",
                                          self.home / "serve" / "aws")
             stack.enter_context(signals_interrupt())
-            stack.enter_context(record_stops(self._stopped))
+            stack.enter_context(record_stops(self._execution_stopped))
+            stack.enter_context(execution_ends(self._execution_news))
             session = boto3.session.Session(region_name=REGION)
             clients = {name: session.client(name, endpoint_url=self.endpoint_url)
                        for name in ("s3", "iam", "lambda", "stepfunctions", "logs", "events")}
@@ -301,7 +314,7 @@ class Serve:
         # once: what a previous serve left undelivered, in the buckets whose events a rule takes
         watched = [LOCAL_BUCKET, *settings.deployment.trigger_event_buckets]
         self._guarded(lambda: self._undelivered_objects(s3, watched))
-        last_watch = 0.0
+        last_watch = last_followed = 0.0
         while not self._stop.is_set():
             started = time.monotonic()
             self._guarded(lambda: self._object_events(s3))
@@ -309,7 +322,9 @@ class Serve:
                 self._guarded(self.pump.scheduled_watch)
                 last_watch = started
             if self._running:
-                self._guarded(lambda: self._execution_changes(engine, sfn))
+                every_run = started - last_followed >= FOLLOW_SECONDS
+                last_followed = started if every_run else last_followed
+                self._guarded(functools.partial(self._execution_changes, engine, sfn, every_run=every_run))
             # a job's exit or an object's arrival wakes the loop at once; the tick is the safety net
             exits.wait(max(0.0, self.options.tick_seconds - (time.monotonic() - started)), self._stop)
 
@@ -332,8 +347,29 @@ class Serve:
         if table != self._ledger_table or item is None or item.get("kind", {}).get("S") != "RUN":
             return
         run = RunRecord.from_item(item)
-        if run.status == RunStatus.RUNNING and run.execution_arn:
-            self._running.add(run.run_id)  # started, or resumed: its next end is news
+        with self._follow_lock:
+            if run.status == RunStatus.RUNNING and run.execution_arn:
+                self._running.add(run.run_id)  # started, or resumed: its next end is news
+                self._followed_arns[run.execution_arn] = run.run_id
+            if run.run_id in self._running:
+                self._news.add(run.run_id)  # its status may have changed (its own cleanup records its end)
+
+    def _execution_news(self, execution_arn: str) -> None:
+        """An execution ended (on the interpreter's thread) or was stopped: its run is looked at next pass."""
+        with self._follow_lock:
+            run_id = self._followed_arns.get(execution_arn)
+            if run_id is not None:
+                self._news.add(run_id)
+        if run_id is not None and self._exits is not None:
+            self._exits.nudge()
+
+    def _still_news(self, run_id: str) -> None:
+        with self._follow_lock:
+            self._news.add(run_id)  # looked at again next pass
+
+    def _execution_stopped(self, execution_arn: str) -> None:
+        self._stopped.add(execution_arn)
+        self._execution_news(execution_arn)
 
     # -- S3 → EventBridge ------------------------------------------------------------------------------------
     def _undelivered_objects(self, s3: Any, buckets: list[str]) -> None:
@@ -383,15 +419,19 @@ class Serve:
             with contextlib.suppress(ClientError):
                 create_bucket(s3, name)
 
-    def _execution_changes(self, engine: Any, sfn: SfnExecutions) -> None:
+    def _execution_changes(self, engine: Any, sfn: SfnExecutions, *, every_run: bool = True) -> None:
         """Each followed run whose execution ended is recorded; each run that left RUNNING is said, once (whether
-        its end was recorded here or by the execution's own cleanup)."""
-        for run_id in sorted(self._running):
+        its end was recorded here or by the execution's own cleanup). The runs with news only, unless `every_run`."""
+        with self._follow_lock:
+            looked_at = sorted(self._running if every_run else self._news & self._running)
+            self._news.clear()
+        for run_id in looked_at:
             run = engine.ledger.get_run(run_id)
             if run is not None and run.status == RunStatus.RUNNING and run.execution_arn:
                 try:
                     desc = sfn.describe(run.execution_arn)
                 except (ExecutionsError, ClientError):  # this run next pass; the others now
+                    self._still_news(run_id)
                     continue
                 status = desc.status
                 if run.execution_arn in self._stopped:
@@ -404,8 +444,12 @@ class Serve:
                     continue
                 run = engine.ledger.get_run(run_id)
             if run is not None and run.status == RunStatus.RUNNING:
-                continue  # its end could not be recorded yet (serve/lambda-failures.jsonl): again next pass
-            self._running.discard(run_id)
+                self._still_news(run_id)  # its end could not be recorded yet (serve/lambda-failures.jsonl)
+                continue
+            with self._follow_lock:
+                self._running.discard(run_id)
+                for arn in [a for a, r in self._followed_arns.items() if r == run_id]:
+                    del self._followed_arns[arn]
             if run is None:
                 continue
             error = f" ({run.error.message})" if run.error is not None and run.status != RunStatus.SUCCEEDED else ""
