@@ -13,8 +13,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from npa_workflow.embedded_aws.moto_server import start_moto_server
-from npa_workflow.embedded_aws.step_gate import Grant, StepAccess, start_step_gate
+from npa_workflow.embedded_aws.step_gate import GRANTS_DIR, Grant, StepAccess, start_step_gate
+from npa_workflow.engine.ports import JobRequest, TrackedJob
 from npa_workflow.local.runtime import LocalRunOptions, run_local
+from npa_workflow.local_jobs.job_executor import LocalJobExecutor
+
+from .conftest import PY, plan_step, wait_terminal, wait_until
 
 # The step: every attempt a hostile step would make, each answer written down; then its own output.
 PROBE = r'''
@@ -88,6 +92,9 @@ def test_a_real_step_reaches_its_own_outputs_and_nothing_of_the_control_plane(tm
     for name in ("frozen_run", "inbox_write", "other_run_read", "list_whole_bucket", "list_buckets"):
         assert answers[name] == "AccessDenied", (name, answers)
     assert answers["own_write"] == answers["own_read"] == answers["own_list"] == "allowed", answers
+    # The job ended, so its grant was revoked: the runtime keeps no key of a job that no longer runs.
+    grants = [p for p in (tmp_path / "home").rglob(f"{GRANTS_DIR}/*") if p.is_file()]
+    assert not grants and any((tmp_path / "home").rglob(GRANTS_DIR)), grants
 
 
 @pytest.fixture
@@ -150,6 +157,39 @@ def test_one_runs_key_cannot_touch_another_runs_objects_or_the_reserved_prefixes
             Bucket="engine", Key="w/run-a/out.json")) == "AccessDenied"
     grant = Grant.from_json(json.loads((gate.grants_dir / f"{a['AWS_ACCESS_KEY_ID']}.json").read_text()))
     assert grant.run_id == "run-a" and (gate.grants_dir / f"{a['AWS_ACCESS_KEY_ID']}.json").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_revoked_key_reaches_nothing_even_after_the_gate_has_honoured_it(gated) -> None:
+    server, gate = gated
+    _client("s3", server.endpoint_url).create_bucket(Bucket="engine")
+    access = StepAccess(gate.grants_dir, gate.endpoint_url, "engine", "us-east-1")
+    keys = access.credentials("run-a", "w", [])
+    access.bind("local-0123456789abcdef", keys["AWS_ACCESS_KEY_ID"])
+    s3 = _client("s3", gate.endpoint_url, keys)
+    s3.put_object(Bucket="engine", Key="w/run-a/out.json", Body=b"1")  # honoured, so the gate has it kept
+    access.revoke(["local-0123456789abcdef"])
+    with pytest.raises(ClientError) as denied:
+        s3.get_object(Bucket="engine", Key="w/run-a/out.json")
+    assert denied.value.response["Error"]["Code"] == "AccessDenied"
+    assert not [p for p in gate.grants_dir.rglob("*") if p.is_file()]
+    access.revoke(["local-0123456789abcdef", "../../etc/passwd"])  # again, and a name that is no job id: nothing
+
+
+@pytest.mark.timeout(60)
+def test_a_cancelled_job_s_key_is_revoked_and_a_running_one_s_is_kept(tmp_path: Path) -> None:
+    access = StepAccess(tmp_path / "grants", "http://127.0.0.1:1", "engine", "us-east-1")
+    jobs = LocalJobExecutor(tmp_path / "state", cancel_grace_seconds=0.5, step_access=access)
+    seen = tmp_path / "key"
+    code = f"import os, time; open({str(seen)!r}, 'w').write(os.environ['AWS_ACCESS_KEY_ID']); time.sleep(60)"
+    job_id = jobs.submit(JobRequest(name="held", step=plan_step([PY, "-c", code]), env={})).job_id
+    wait_until(lambda: seen.exists() and seen.read_text(), 30)
+    grant = access.grants_dir / f"{seen.read_text()}.json"
+    observed = jobs.observe([TrackedJob("held", job_id, None)])
+    assert observed["held"].outcome == "running" and grant.exists()  # a live job keeps its key
+    jobs.cancel([job_id])
+    assert not grant.exists() and not (access.grants_dir / "jobs" / job_id).exists()
+    wait_terminal(jobs.local, job_id)
 
 
 @pytest.mark.timeout(60)

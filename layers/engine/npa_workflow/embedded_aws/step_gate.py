@@ -9,11 +9,13 @@ grant names, and refuses everything else with AWS's own AccessDenied shape. The 
 cluster's role (docs/cloud.md).
 
 A grant is written by the launch, before the job starts, to `<runtime>/step-access/<key id>.json` (0600, renamed
-into place):
-one per job, so a restarted runtime's gate honours the jobs it adopts. Its key id is the job's
-`AWS_ACCESS_KEY_ID` (random, 128 bits; the gate does not check signatures, so the key id is the credential); its
-places are read from what the step is told — every `s3://` URI of its command, environment, inputs, outputs
-and task document, plus the run's default prefix `<workflow>/<run id>/`:
+into place): one per job, so a restarted runtime's gate honours the jobs it adopts. Once the job is started, its
+id names its key (`step-access/jobs/<job id>`); the grant is revoked (both files deleted; the gate checks the file
+at each request) when the runtime sees the job end or cancels it, so `step-access/` holds the live jobs' grants,
+not every job's since the home began. Its key id is the job's `AWS_ACCESS_KEY_ID` (random, 128 bits; the gate
+does not check signatures, so the key id is the credential); its places are read from what the step is told —
+every `s3://` URI of its command, environment, inputs, outputs and task document, plus the run's default prefix
+`<workflow>/<run id>/`:
 
 - a URI ending in `/` grants that prefix; a URI of an object grants the folder it is in; an object at a bucket's
   root grants that object alone; `s3://bucket/` the whole bucket;
@@ -54,6 +56,8 @@ RESERVED = (deployment.INBOX_PREFIX, deployment.REJECTED_PREFIX, deployment.RUNS
             deployment.CATALOG_PREFIX)
 KEY_PREFIX = "NPASTEP"
 _KEY_ID = re.compile(rf"^{KEY_PREFIX}[0-9A-F]{{32}}$")
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+JOBS_DIR = "jobs"  # under GRANTS_DIR: a started job's id -> its key id
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]*/[^/]*/([^/]+)/")
 # An s3:// URI inside a command, an environment value or a document: a bucket name, then a key up to a character
 # a URI in a shell word, a list or a JSON string does not hold.
@@ -170,9 +174,41 @@ class StepAccess:
             "AWS_REGION": self.region,
         }
 
+    def bind(self, job_id: str, key_id: str) -> None:
+        """The started job `job_id` holds `key_id`: what `revoke` finds. A crash before this line leaves one grant
+        file behind, never a job without its grant."""
+        if not _JOB_ID.match(job_id) or not _KEY_ID.match(key_id):
+            return
+        folder = self.grants_dir / JOBS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{job_id}.tmp"
+        tmp.write_text(key_id, encoding="utf-8")
+        os.replace(tmp, folder / job_id)
+
+    def revoke_key(self, key_id: str) -> None:
+        if _KEY_ID.match(key_id):
+            with contextlib.suppress(OSError):
+                (self.grants_dir / f"{key_id}.json").unlink(missing_ok=True)
+
+    def revoke(self, job_ids: Iterable[str]) -> None:
+        """The ended (or cancelled) jobs' grants: their keys reach nothing from now on. Idempotent; a job with no
+        bound key (started before grants were bound, or by another runtime) is nothing to do."""
+        for job_id in job_ids:
+            if not _JOB_ID.match(job_id):
+                continue
+            bound = self.grants_dir / JOBS_DIR / job_id
+            try:
+                key_id = bound.read_text(encoding="utf-8").strip()
+            except OSError:
+                continue
+            self.revoke_key(key_id)  # the grant first: a crash between leaves the pointer, and the next call ends it
+            with contextlib.suppress(OSError):
+                bound.unlink(missing_ok=True)
+
 
 class _Grants:
-    """The grants of one folder, read once each (bounded)."""
+    """The grants of one folder, each read once (bounded); a kept grant holds while its file does (revocation
+    deletes it: one stat a request)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
@@ -186,9 +222,15 @@ class _Grants:
             grant = self._kept.get(key_id)
             if grant is not None:
                 self._kept.move_to_end(key_id)
+        path = self.folder / f"{key_id}.json"
+        if grant is not None:
+            if path.exists():
                 return grant
+            with self._lock:
+                self._kept.pop(key_id, None)
+            return None
         try:
-            grant = Grant.from_json(json.loads((self.folder / f"{key_id}.json").read_text(encoding="utf-8")))
+            grant = Grant.from_json(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         with self._lock:

@@ -118,17 +118,23 @@ class LocalJobExecutor:
         env.update({name: os.environ[name] for name in job.secret_names})
         if job.secret_names:  # the wrapper redacts them from the log as it writes it (local_jobs.job_wrapper)
             env[REDACT_ENV] = ",".join(job.secret_names)
+        key_id = ""
         if self.step_access is not None:
             # Its own key for the S3 places it is told of (embedded_aws.step_gate), never the embedded AWS's endpoint.
             env.update(self.step_access.credentials(
                 str(job.env.get(JOB_RUN_ID, "")), str(job.env.get(JOB_WORKFLOW, "")),
                 [json.dumps(job.step.to_json()), json.dumps(job.step.env), job.step.setup, json.dumps(dict(job.env)),
                  job.task_yaml]))
+            key_id = env["AWS_ACCESS_KEY_ID"]
         try:
             job_id = self.local.launch(job.name, command, env=env, cwd=workdir,
                                        secret_names=tuple(job.secret_names), gpus=gpus)
         except GpuRequestError as exc:
+            if self.step_access is not None:
+                self.step_access.revoke_key(key_id)
             raise SubmitError(str(exc), "configuration") from exc
+        if self.step_access is not None:
+            self.step_access.bind(job_id, key_id)  # revoked when the job is seen to end (observe) or cancelled
         return Submission(job_id=job_id)
 
     def _code_folder(self, job: JobRequest) -> Path:
@@ -179,6 +185,8 @@ class LocalJobExecutor:
             result[job.key] = self._observation(info) if info else Observation(
                 "lost", job.job_id, f"no local job with id {job.job_id} under {self.local.jobs_dir}"
             )
+        if self.step_access is not None:  # an ended job's key reaches nothing any more
+            self.step_access.revoke(i for i in ids if infos.get(i) is not None and infos[i].is_terminal)
         return result
 
     def _observation(self, info: JobInfo) -> Observation:
@@ -213,6 +221,8 @@ class LocalJobExecutor:
     def cancel(self, job_ids: list[str]) -> None:
         if job_ids:
             self.local.cancel(list(job_ids), grace_seconds=self.cancel_grace_seconds)
+            if self.step_access is not None:
+                self.step_access.revoke(job_ids)
 
     def confirm_cancelled(self, job_ids: list[str], timeout_seconds: float) -> bool:
         return self.local.wait_gone(list(job_ids), timeout=timeout_seconds)
