@@ -75,9 +75,13 @@ def test_logs_and_status_against_serve_from_another_folder_read_serves_home(tmp_
         status = client("status", run_id)
         assert status.returncode == 0 and f"log of join attempt 1: {home / 'jobs'}" in status.stdout, status.stdout
         assert not (client_dir / ".npa-workflow").exists()  # nothing looked for, or made, in the client's folder
-        # serve's steps reached S3 through the step gate, each with a key of its own (embedded_aws.step_gate)
-        grants = list((home / "serve" / "step-access").glob("NPASTEP*.json"))
-        assert len(grants) >= 5, grants  # prepare, three shards, join, done
+        # serve's steps reached S3 through the step gate, each with a key of its own (embedded_aws.step_gate),
+        # revoked once serve saw its job end: the run is over, so no grant is left
+        records = [json.loads(p.read_text()) for p in (home / "jobs").glob("local-*.json")]
+        assert len(records) >= 5, records  # prepare, three shards, join, done
+        assert all({"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID"} <= set(r["env_keys"]) for r in records), records
+        access = home / "serve" / "step-access"
+        assert access.is_dir() and not [p for p in access.rglob("*") if p.is_file()]
     finally:
         proc.send_signal(signal.SIGINT)
         try:
