@@ -192,6 +192,14 @@ def test_a_cancelled_job_s_key_is_revoked_and_a_running_one_s_is_kept(tmp_path: 
     wait_terminal(jobs.local, job_id)
 
 
+def test_a_pointer_the_disk_refuses_does_not_fail_the_started_job_s_launch(tmp_path: Path) -> None:
+    access = StepAccess(tmp_path / "grants", "http://127.0.0.1:1", "engine", "us-east-1")
+    keys = access.credentials("run-a", "w", [])
+    (tmp_path / "grants" / "jobs").write_text("not a folder")  # mkdir and the write under it fail, as on a full disk
+    access.bind("local-0123456789abcdef", keys["AWS_ACCESS_KEY_ID"])  # no error: the job has already started
+    assert (tmp_path / "grants" / f"{keys['AWS_ACCESS_KEY_ID']}.json").exists()  # its grant holds; one file left
+
+
 @pytest.mark.timeout(60)
 def test_the_gate_refuses_moto_s_own_api(gated) -> None:
     import urllib.error

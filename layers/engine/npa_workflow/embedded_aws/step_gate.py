@@ -175,15 +175,20 @@ class StepAccess:
         }
 
     def bind(self, job_id: str, key_id: str) -> None:
-        """The started job `job_id` holds `key_id`: what `revoke` finds. A crash before this line leaves one grant
-        file behind, never a job without its grant."""
+        """The started job `job_id` holds `key_id`: what `revoke` finds. A crash before this line, or a disk that
+        refuses it, leaves one grant file behind, never a job without its grant: the job has started, and its launch
+        must not fail over the pointer."""
         if not _JOB_ID.match(job_id) or not _KEY_ID.match(key_id):
             return
         folder = self.grants_dir / JOBS_DIR
-        folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{job_id}.tmp"
-        tmp.write_text(key_id, encoding="utf-8")
-        os.replace(tmp, folder / job_id)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(key_id, encoding="utf-8")
+            os.replace(tmp, folder / job_id)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
     def revoke_key(self, key_id: str) -> None:
         if _KEY_ID.match(key_id):
