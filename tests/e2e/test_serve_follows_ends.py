@@ -28,7 +28,7 @@ from npa_workflow.protocol.stack import LOCAL_LEDGER_TABLE  # noqa: E402
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 TICK = 0.2
-PASSES = 12  # watch passes observed while the job runs: without news, about one describe a FOLLOW_SECONDS
+PASSES = 12  # watch passes observed while the job runs: with no news, no describe
 LONG = """\
 config: {bucket: npa-workflow-examples}
 initial: hold
@@ -49,6 +49,9 @@ def test_a_waiting_run_is_described_once_a_second_not_every_tick_and_its_stop_is
         return original(self, arn)
 
     monkeypatch.setattr(SfnExecutions, "describe", describe)
+    # The once-a-FOLLOW_SECONDS safety net, moved past the test's end: what is seen is the news mechanism alone,
+    # whatever this machine's speed (the first pass describes every followed run, before the run exists).
+    monkeypatch.setattr(serve_module, "FOLLOW_SECONDS", 3600.0)
     with serve_in_this_process(ws / "tools.yaml", tmp_path / "home", tick_seconds=TICK) as (_, env):
         url = env["NPA_WORKFLOW_ENDPOINT"]
         done = subprocess.run([*CLI, "submit", str(spec)], env=env, capture_output=True, text=True, timeout=60)
@@ -71,11 +74,12 @@ def test_a_waiting_run_is_described_once_a_second_not_every_tick_and_its_stop_is
                    interval=0.05)
         seen, elapsed = len(described) - count, time.monotonic() - start
         assert ledger.get_run(run_id).status == RunStatus.RUNNING  # the window saw a waiting run only
-        # Each tick used to describe it (>= PASSES); now once a FOLLOW_SECONDS, plus the window's two edges.
-        assert seen <= elapsed / serve_module.FOLLOW_SECONDS + 2 < PASSES, (
-            f"{seen} DescribeExecution calls in {elapsed:.1f} s ({watch_passes() - passes} watch passes)")
+        # Each tick used to describe it (>= PASSES); now only news does, and the safety net is out of the window:
+        # at most the window's edges (a pass under way when it opened, the RUN item's write seen late).
+        assert seen <= 2, f"{seen} DescribeExecution calls in {elapsed:.1f} s ({watch_passes() - passes} passes)"
 
-        # A stop is news (record_stops tells it): its run's end is recorded and said.
+        # A stop is news (record_stops tells it): its run's end is recorded and said, with no safety net to
+        # fall back on.
         done = subprocess.run([*CLI, "cancel", run_id], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         said: list[str] = []
